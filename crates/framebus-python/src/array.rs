@@ -1,0 +1,128 @@
+//! NumPy arrays as frame sources and destinations: checks of dtype/shape/layout, raw data
+//! pointers, and new arrays of a stream's spec.
+
+use numpy::npyffi::{self, npy_intp, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyTuple;
+
+use crate::errors::error_class;
+
+/// A data pointer that may cross into a GIL-detached closure. The array it points into is kept
+/// alive by a reference held for the whole call.
+#[derive(Clone, Copy)]
+pub struct DataPtr(pub *mut u8);
+
+// SAFETY: the pointer is only dereferenced inside the call that holds a strong reference to the
+// array (so the buffer cannot be freed); it carries no thread affinity.
+unsafe impl Send for DataPtr {}
+// SAFETY: as for Send; the closures that share it only read the address.
+unsafe impl Sync for DataPtr {}
+
+impl DataPtr {
+    /// The address (a method, so closures capture the whole Send/Sync wrapper).
+    pub fn get(self) -> *mut u8 {
+        self.0
+    }
+}
+
+/// A stream's frame spec on the Python side.
+pub struct FrameSpec {
+    pub dtype: Py<PyArrayDescr>,
+    pub shape: Vec<usize>,
+    pub dims: Vec<npy_intp>,
+    pub shape_tuple: Py<PyTuple>,
+    pub frame_bytes: usize,
+}
+
+impl FrameSpec {
+    /// Builds the spec from the core's dtype string and shape.
+    pub fn new(py: Python<'_>, dtype: &str, shape: &[u64]) -> PyResult<FrameSpec> {
+        let descr = PyArrayDescr::new(py, dtype)?;
+        let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let frame_bytes = shape.iter().product::<usize>() * descr.itemsize();
+        Ok(FrameSpec {
+            dtype: descr.unbind(),
+            dims: shape.iter().map(|&d| d as npy_intp).collect(),
+            shape_tuple: PyTuple::new(py, &shape)?.unbind(),
+            shape,
+            frame_bytes,
+        })
+    }
+
+    /// Whether `arr` has exactly this spec and is C-contiguous (usable without conversion).
+    pub fn matches(&self, py: Python<'_>, arr: &Bound<'_, PyUntypedArray>) -> bool {
+        arr.shape() == self.shape.as_slice() && arr.is_c_contiguous() && arr.dtype().is_equiv_to(self.dtype.bind(py))
+    }
+
+    /// `value` as a C-contiguous array of this spec: itself when it already is one, else the
+    /// result of `framebus._convert.as_frame`, which raises ValueError/TypeError naming what
+    /// is wrong (the conversion copies).
+    pub fn source<'py>(&self, py: Python<'py>, name: &str, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        if let Ok(arr) = value.cast::<PyUntypedArray>() {
+            if self.matches(py, arr) {
+                return Ok(arr.clone());
+            }
+        }
+        static AS_FRAME: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        let f = AS_FRAME.get_or_try_init(py, || py.import("framebus._convert")?.getattr("as_frame").map(Bound::unbind))?;
+        let out = f.bind(py).call1((value, self.dtype.bind(py), self.shape_tuple.bind(py), name))?;
+        Ok(out.cast_into::<PyUntypedArray>()?)
+    }
+
+    /// Checks that `out` is a writable C-contiguous array of this spec.
+    pub fn destination<'py>(&self, py: Python<'py>, name: &str, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let problem = match out.cast::<PyUntypedArray>() {
+            Ok(arr) if !self.matches(py, arr) => format!(
+                "out has shape {:?} and dtype {} (C-contiguous: {})",
+                arr.shape(),
+                arr.dtype(),
+                arr.is_c_contiguous()
+            ),
+            // SAFETY: as_array_ptr returns the live PyArrayObject behind `arr`.
+            Ok(arr) if unsafe { (*arr.as_array_ptr()).fields.flags } & NPY_ARRAY_WRITEABLE == 0 => "out is read-only".to_owned(),
+            Ok(arr) => return Ok(arr.clone()),
+            Err(_) => format!("out is a {}, not a numpy.ndarray", out.get_type().name()?),
+        };
+        let msg = format!(
+            "{problem}; stream {name:?} needs a writable C-contiguous numpy array of shape {:?} and dtype {} (for example numpy.empty({:?}, {:?}))",
+            self.shape,
+            self.dtype.bind(py),
+            self.shape_tuple.bind(py),
+            self.dtype.bind(py).to_string()
+        );
+        Err(PyErr::from_type(error_class(py, "InvalidArgumentError")?, (msg,)))
+    }
+
+    /// A new, uninitialised C-contiguous array of this spec.
+    pub fn empty<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let descr = self.dtype.clone_ref(py).into_ptr();
+        let mut dims = self.dims.clone();
+        // SAFETY: PyArray_NewFromDescr steals the reference to `descr` (taken above), reads
+        // `dims` (ndim entries, alive for the call) and allocates its own data (NULL data,
+        // NULL strides: C order). A NULL result means a Python exception is set.
+        let ptr = unsafe {
+            PY_ARRAY_API.PyArray_NewFromDescr(
+                py,
+                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+                descr.cast(),
+                dims.len() as i32,
+                dims.as_mut_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        // SAFETY: ptr is a new reference or NULL with an exception set.
+        let obj = unsafe { Bound::from_owned_ptr_or_err(py, ptr)? };
+        Ok(obj.cast_into::<PyUntypedArray>()?)
+    }
+}
+
+/// The data pointer of an array.
+pub fn data_ptr(arr: &Bound<'_, PyUntypedArray>) -> DataPtr {
+    // SAFETY: as_array_ptr returns the live PyArrayObject behind `arr`; `data` is its buffer.
+    DataPtr(unsafe { (*arr.as_array_ptr()).fields.data.cast() })
+}

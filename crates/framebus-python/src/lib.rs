@@ -1,0 +1,82 @@
+//! Python bindings of the framebus core, built by maturin as `framebus._native`. Only
+//! conversions, GIL handling and error mapping live here; behaviour lives in the core crate.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+mod array;
+mod errors;
+mod stream;
+
+use errors::CoreError;
+
+/// Removes the stream `name` (FileNotFoundError if there is none).
+#[pyfunction]
+fn unlink(py: Python<'_>, name: &str) -> PyResult<()> {
+    py.detach(|| framebus::unlink(name)).map_err(|e| CoreError(e).into())
+}
+
+/// Names of all streams in /dev/shm.
+#[pyfunction]
+fn stream_names() -> Vec<String> {
+    framebus::recovery::names()
+}
+
+fn info_dict<'py>(py: Python<'py>, i: &framebus::StreamInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &i.name)?;
+    d.set_item("path", &i.path)?;
+    d.set_item("dtype", i.spec.as_ref().map(|s| s.dtype.clone()))?;
+    d.set_item("shape", i.spec.as_ref().map(|s| s.shape.clone()))?;
+    d.set_item("slots", i.spec.as_ref().map(|s| s.slots))?;
+    d.set_item("meta_capacity", i.spec.as_ref().map(|s| s.meta_capacity))?;
+    d.set_item("frame_bytes", i.spec.as_ref().and_then(|s| s.frame_bytes()))?;
+    d.set_item("problem", &i.problem)?;
+    d.set_item("creator_pid", i.creator_pid)?;
+    d.set_item("creator_alive", i.creator_alive)?;
+    d.set_item("attached", i.attached)?;
+    d.set_item("lossless", i.lossless)?;
+    d.set_item("sequence", i.latest_seq)?;
+    d.set_item("frames_written", i.frames_written)?;
+    d.set_item("bytes_written", i.bytes_written)?;
+    d.set_item("total_bytes", i.total_bytes)?;
+    d.set_item("lock_holder", i.lock_holder)?;
+    d.set_item("uid", i.uid)?;
+    d.set_item("mode", i.mode)?;
+    d.set_item("stale", i.stale)?;
+    Ok(d)
+}
+
+/// Description of one stream, without attaching to it.
+#[pyfunction]
+fn stream_info<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+    let info = py.detach(|| framebus::recovery::info(name)).map_err(CoreError)?;
+    info_dict(py, &info)
+}
+
+/// Descriptions of all streams.
+#[pyfunction]
+fn list_info<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let all = py.detach(framebus::recovery::list);
+    all.iter().map(|i| info_dict(py, i)).collect()
+}
+
+/// Removes stale streams; returns their names.
+#[pyfunction]
+#[pyo3(signature = (*, dry_run = false))]
+fn gc(py: Python<'_>, dry_run: bool) -> Vec<String> {
+    py.detach(|| framebus::recovery::gc(dry_run))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
+    m.add_class::<stream::PyStream>()?;
+    m.add_function(wrap_pyfunction!(unlink, m)?)?;
+    m.add_function(wrap_pyfunction!(stream_names, m)?)?;
+    m.add_function(wrap_pyfunction!(stream_info, m)?)?;
+    m.add_function(wrap_pyfunction!(list_info, m)?)?;
+    m.add_function(wrap_pyfunction!(gc, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,417 @@
+//! `framebus._native.Stream`: a handle on one stream. Copies run with the GIL released when the
+//! frame is large; every wait releases it and wakes at least every 100 ms to run signal handlers.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, StreamSpec};
+use numpy::{PyArrayDescr, PyUntypedArray};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::array::{data_ptr, DataPtr, FrameSpec};
+use crate::errors::{error_class, CoreError, SignalCheck};
+
+/// Frames at least this large are copied with the GIL released.
+const DETACH_BYTES: usize = 256 * 1024;
+
+/// What `Stream(name, create=...)` asks for: dtype str, itemsize, shape, slots, meta capacity,
+/// max readers, permission bits, exist_ok.
+type CreateArgs = (String, u32, Vec<u64>, u32, u32, u32, u32, bool);
+
+/// One handle on a stream (see `framebus.Stream` for the documented API).
+#[pyclass(name = "Stream", module = "framebus._native", subclass, frozen)]
+pub struct PyStream {
+    name: String,
+    inner: RwLock<Option<Arc<framebus::Stream>>>,
+    spec: FrameSpec,
+    slots: u32,
+    meta_capacity: u32,
+    mode: ReaderMode,
+}
+
+/// Converts a Python timeout (seconds, None = forever) into a deadline.
+pub fn deadline(py: Python<'_>, timeout: Option<f64>) -> PyResult<Deadline> {
+    match timeout {
+        None => Ok(Deadline::never()),
+        Some(t) if t.is_nan() || t < 0.0 => Err(PyErr::from_type(
+            error_class(py, "InvalidArgumentError")?,
+            (format!("timeout must be None or a number of seconds >= 0, got {t}"),),
+        )),
+        Some(t) => Ok(Duration::try_from_secs_f64(t).map_or(Deadline::never(), |d| Deadline::after(Some(d)))),
+    }
+}
+
+/// Metadata bytes of a write: bytes are borrowed, other buffers are copied.
+enum Meta<'py> {
+    Borrowed(Bound<'py, PyBytes>),
+    Owned(Vec<u8>),
+}
+
+impl Meta<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Meta::Borrowed(b) => b.as_bytes(),
+            Meta::Owned(v) => v,
+        }
+    }
+}
+
+fn meta_of<'py>(py: Python<'py>, meta: Option<&Bound<'py, PyAny>>) -> PyResult<Meta<'py>> {
+    let Some(meta) = meta else { return Ok(Meta::Owned(Vec::new())) };
+    if let Ok(b) = meta.cast::<PyBytes>() {
+        return Ok(Meta::Borrowed(b.clone()));
+    }
+    match PyBuffer::<u8>::get(meta) {
+        Ok(buf) => Ok(Meta::Owned(buf.to_vec(py)?)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "meta must be bytes-like (bytes, bytearray, memoryview), got {}; encode text with .encode() or serialise with json/msgpack first",
+            meta.get_type().name()?
+        ))),
+    }
+}
+
+impl PyStream {
+    /// The core handle, or RuntimeError if closed.
+    fn handle(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
+        match &*self.inner.read().unwrap_or_else(|p| p.into_inner()) {
+            Some(s) => Ok(s.clone()),
+            None => Err(PyErr::from_type(
+                error_class(py, "StreamClosedError")?,
+                (format!("stream {:?} is closed; reopen it with framebus.open({:?})", self.name, self.name),),
+            )),
+        }
+    }
+
+    /// Runs a core operation that may block: first one attempt holding the GIL (unless the
+    /// frame is large), then, if it would have to wait, with the GIL released and signal checks.
+    fn blocking<T: Send>(
+        &self,
+        py: Python<'_>,
+        deadline: Deadline,
+        heavy: bool,
+        op: impl Fn(Deadline, &mut dyn FnMut() -> bool) -> Result<T, Error> + Send + Sync,
+    ) -> PyResult<T> {
+        if !heavy {
+            match op(Deadline::immediate(), &mut || true) {
+                Err(Error::Timeout { .. }) => {}
+                r => return r.map_err(|e| CoreError(e).into()),
+            }
+        }
+        let mut signals = SignalCheck::default();
+        let closed = || if self.closed() { Some(Python::attach(|py| self.handle(py).err())).flatten() } else { None };
+        let result = py.detach(|| op(deadline, &mut || signals.check(closed)));
+        signals.finish(result)
+    }
+
+    /// Warns (LockRecoveredWarning) when `before` differs from the handle's takeover count.
+    fn warn_recovered(&self, py: Python<'_>, s: &framebus::Stream, before: u64) -> PyResult<()> {
+        if s.lock_recoveries() != before {
+            let cls = error_class(py, "LockRecoveredWarning")?;
+            let msg = format!("stream {:?}: the write lock was held by a process that died; it was taken over and any frame that process was writing was dropped", self.name);
+            PyErr::warn(py, &cls, &std::ffi::CString::new(msg).unwrap_or_default(), 2)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the newest frame (or the next new one) into `out` (or a new array); returns the
+    /// array and (seq, timestamp_ns, frame_id, meta) when `with_info`.
+    fn read_impl<'py>(
+        &self,
+        py: Python<'py>,
+        new: bool,
+        out: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+        with_info: bool,
+    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<(u64, u64, i64, Vec<u8>)>)> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
+        let arr = match out {
+            Some(o) => self.spec.destination(py, &self.name, o)?,
+            None => self.spec.empty(py)?,
+        };
+        let dst = data_ptr(&arr);
+        let len = self.spec.frame_bytes;
+        let heavy = len >= DETACH_BYTES;
+        let copy = move |f: &framebus::FrameRef<'_>| {
+            let n = f.payload.len().min(len);
+            // SAFETY: dst points to a C-contiguous buffer of `len` bytes kept alive by `arr`
+            // for the whole call; the source is a pinned slot inside the mapping.
+            unsafe { std::ptr::copy_nonoverlapping(f.payload.as_ptr(), dst.get(), n) };
+            with_info.then(|| (f.seq, f.timestamp_ns, f.frame_id, f.meta.to_vec()))
+        };
+        let info = if new {
+            self.blocking(py, deadline, heavy, |d, check| s.read_new(d, check, copy))?
+        } else {
+            let r = if heavy { py.detach(|| s.read_latest(copy)) } else { s.read_latest(copy) };
+            match r {
+                Ok(info) => info,
+                Err(Error::Empty { .. }) => {
+                    // Nothing written yet: a stream reads as zeros (as pyshmem's do).
+                    // SAFETY: dst/len describe arr's buffer, alive for this call.
+                    unsafe { std::ptr::write_bytes(dst.get(), 0, len) };
+                    with_info.then(|| (0, 0, 0, Vec::new()))
+                }
+                Err(e) => return Err(CoreError(e).into()),
+            }
+        };
+        Ok((arr, info))
+    }
+}
+
+fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<(u64, u64, i64, Vec<u8>)>) -> PyResult<Bound<'py, PyTuple>> {
+    let (seq, ts, fid, meta) = info.unwrap_or_default();
+    (arr, seq, ts, fid, PyBytes::new(py, &meta)).into_pyobject(py)
+}
+
+#[pymethods]
+impl PyStream {
+    #[new]
+    #[pyo3(signature = (name, *, mode = "latest", create = None))]
+    fn py_new(py: Python<'_>, name: &str, mode: &str, create: Option<CreateArgs>) -> PyResult<Self> {
+        let reader_mode = match mode {
+            "latest" => ReaderMode::Latest,
+            "lossless" => ReaderMode::Lossless,
+            other => {
+                return Err(PyErr::from_type(
+                    error_class(py, "InvalidArgumentError")?,
+                    (format!("mode must be 'latest' or 'lossless', got {other:?}"),),
+                ))
+            }
+        };
+        let stream = match create {
+            Some((dtype, itemsize, shape, slots, meta_capacity, max_readers, perm, exist_ok)) => {
+                let spec = StreamSpec { dtype, itemsize, shape, slots, meta_capacity, max_readers };
+                let options = CreateOptions { mode: perm, exist_ok };
+                py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
+            }
+            None => py.detach(|| framebus::Stream::open(name, reader_mode)).map_err(CoreError)?,
+        };
+        let spec = stream.spec().clone();
+        Ok(PyStream {
+            name: name.to_owned(),
+            spec: FrameSpec::new(py, &spec.dtype, &spec.shape)?,
+            slots: spec.slots,
+            meta_capacity: spec.meta_capacity,
+            mode: stream.mode(),
+            inner: RwLock::new(Some(Arc::new(stream))),
+        })
+    }
+
+    /// Stream name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Frame shape.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
+        self.spec.shape_tuple.bind(py).clone()
+    }
+
+    /// Frame dtype.
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
+        self.spec.dtype.bind(py).clone()
+    }
+
+    /// Bytes per frame.
+    #[getter]
+    fn size(&self) -> usize {
+        self.spec.frame_bytes
+    }
+
+    /// Frames in the ring.
+    #[getter]
+    fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// Metadata bytes a frame can carry.
+    #[getter]
+    fn meta_capacity(&self) -> u32 {
+        self.meta_capacity
+    }
+
+    /// "latest" or "lossless".
+    #[getter]
+    fn mode(&self) -> &'static str {
+        match self.mode {
+            ReaderMode::Latest => "latest",
+            ReaderMode::Lossless => "lossless",
+        }
+    }
+
+    /// Whether close() was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Live handles attached to the stream, in all processes.
+    #[getter]
+    fn ownercount(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.handle(py)?.ownercount())
+    }
+
+    /// Sequence number of the newest frame (number of frames written; 0 before the first).
+    #[getter]
+    fn write_sequence(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.handle(py)?.latest_seq())
+    }
+
+    /// Wall-clock time (seconds since the epoch) of the newest frame; 0.0 before the first.
+    #[getter]
+    fn write_time(&self, py: Python<'_>) -> PyResult<f64> {
+        Ok(self.handle(py)?.latest_record().map_err(CoreError)?.1 as f64 / 1e9)
+    }
+
+    /// Frame id of the newest frame.
+    #[getter]
+    fn frame_id(&self, py: Python<'_>) -> PyResult<i64> {
+        Ok(self.handle(py)?.latest_record().map_err(CoreError)?.2)
+    }
+
+    /// Sequence number of the newest frame this handle has read (or seen at open).
+    #[getter]
+    fn last_seq(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.handle(py)?.seen_seq())
+    }
+
+    /// Frames skipped by the last read_new (latest mode).
+    #[getter]
+    fn missed(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.handle(py)?.missed().0)
+    }
+
+    /// Frames skipped by all read_new calls of this handle.
+    #[getter]
+    fn total_missed(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.handle(py)?.missed().1)
+    }
+
+    /// Times this handle took over a write lock whose holder had died.
+    #[getter]
+    fn lock_recoveries(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.handle(py)?.lock_recoveries())
+    }
+
+    /// Pid of the process holding the write lock, or None.
+    #[getter]
+    fn lock_owner(&self, py: Python<'_>) -> PyResult<Option<u32>> {
+        Ok(self.handle(py)?.lock_holder())
+    }
+
+    /// Copies `value` into the next slot and publishes it.
+    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None))]
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>) -> PyResult<()> {
+        let s = self.handle(py)?;
+        let src = self.spec.source(py, &self.name, value)?;
+        let meta = meta_of(py, meta)?;
+        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns: None };
+        let len = self.spec.frame_bytes;
+        s.check_frame(len, &info).map_err(CoreError)?;
+        let deadline = deadline(py, timeout)?;
+        let ptr: DataPtr = data_ptr(&src);
+        let before = s.lock_recoveries();
+        self.blocking(py, deadline, len >= DETACH_BYTES, |d, check| {
+            // SAFETY: ptr points to `len` bytes of a C-contiguous array kept alive by `src`.
+            let data = unsafe { std::slice::from_raw_parts(ptr.get(), len) };
+            s.write(data, &info, d, check)
+        })?;
+        self.warn_recovered(py, &s, before)
+    }
+
+    /// Writes a frame of zeros.
+    #[pyo3(signature = (*, timeout = None))]
+    fn clear(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
+        self.blocking(py, deadline, true, |d, check| {
+            let mut guard = s.begin_write(d, check)?;
+            guard.payload_mut().fill(0);
+            guard.commit(&FrameInfo { frame_id: Some(0), ..FrameInfo::default() })
+        })?;
+        Ok(())
+    }
+
+    /// Copy of the newest frame.
+    #[pyo3(signature = (*, safe = true, out = None, timeout = None))]
+    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let _ = safe;
+        Ok(self.read_impl(py, false, out, timeout, false)?.0)
+    }
+
+    /// Copies the newest frame into `out` and returns `out`.
+    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        Ok(self.read_impl(py, false, Some(out), None, false)?.0)
+    }
+
+    /// Waits for a frame newer than the last one this handle saw and returns a copy.
+    #[pyo3(signature = (*, timeout = None, out = None, safe = true))]
+    fn read_new<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let _ = safe;
+        Ok(self.read_impl(py, true, out, timeout, false)?.0)
+    }
+
+    /// (array, seq, timestamp_ns, frame_id, meta) of the newest frame, read together.
+    #[pyo3(signature = (*, out = None))]
+    fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let (arr, info) = self.read_impl(py, false, out, None, true)?;
+        info_tuple(py, arr, info)
+    }
+
+    /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
+    #[pyo3(signature = (*, timeout = None, out = None))]
+    fn _read_new_info<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let (arr, info) = self.read_impl(py, true, out, timeout, true)?;
+        info_tuple(py, arr, info)
+    }
+
+    /// Waits until a frame newer than the last one this handle saw exists; returns its sequence.
+    #[pyo3(signature = (*, timeout = None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<u64> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
+        let after = s.seen_seq();
+        self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))
+    }
+
+    /// Takes the cross-process write lock (re-entrant for the calling thread).
+    #[pyo3(signature = (timeout = None))]
+    fn acquire(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
+        let before = s.lock_recoveries();
+        self.blocking(py, deadline, false, |d, check| s.acquire(d, check))?;
+        if let Err(e) = self.warn_recovered(py, &s, before) {
+            let _ = s.release();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Releases one level of the calling thread's write lock.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.handle(py)?.release().map_err(|e| CoreError(e).into())
+    }
+
+    /// Whether the calling thread holds the write lock.
+    fn lock_held(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.lock_held())
+    }
+
+    /// Removes the stream's name (if it still names this handle's segment); handles stay usable.
+    fn unlink(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.unlink().map_err(CoreError)?)
+    }
+
+    /// Detaches this handle; idempotent. Memory stays mapped while views of it are alive.
+    fn close(&self) {
+        let taken = self.inner.write().unwrap_or_else(|p| p.into_inner()).take();
+        drop(taken);
+    }
+}

@@ -1,0 +1,87 @@
+//! Errors of the core. Each variant's message names the stream, the path and the errno where
+//! they apply, and says what to do; the Python bindings map variants to Python exceptions in one
+//! place (`crates/framebus-python/src/errors.rs`).
+
+use std::io;
+
+/// Result alias of the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a stream operation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The stream name is not usable as a segment name.
+    #[error("invalid stream name {name:?}: {reason}")]
+    InvalidName { name: String, reason: &'static str },
+
+    /// A caller-supplied value is out of range or inconsistent.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// No segment of that name exists.
+    #[error("stream {name:?} does not exist ({path}); create it first with framebus.create({name:?}, shape=..., dtype=...)")]
+    NotFound { name: String, path: String },
+
+    /// A segment of that name already exists.
+    #[error("stream {name:?} already exists ({path}); open it with framebus.open({name:?}), pass exist_ok=True, or unlink it first")]
+    AlreadyExists { name: String, path: String },
+
+    /// The segment exists but was created with another spec (exist_ok=True).
+    #[error("stream {name:?} already exists with a different spec ({detail}); unlink it or use its spec")]
+    SpecMismatch { name: String, detail: String },
+
+    /// The operating system refused access.
+    #[error("permission denied to {op} {path} (errno {errno}); the stream was created by another user or with a restrictive mode (mode=0o600 by default)")]
+    PermissionDenied { op: &'static str, path: String, errno: i32 },
+
+    /// /dev/shm cannot hold the segment.
+    #[error("not enough space in /dev/shm for stream {name:?} ({path}, {bytes} bytes, errno {errno}: {reason}); free space with `framebus gc`, use fewer slots or smaller frames, or enlarge /dev/shm")]
+    NoSpace { name: String, path: String, bytes: u64, errno: i32, reason: String },
+
+    /// The segment has a layout version this build does not understand.
+    #[error("stream {name:?} ({path}) has layout version {found}, this framebus understands version {supported}; open it with a matching framebus or recreate it")]
+    IncompatibleVersion { name: String, path: String, found: u32, supported: u32 },
+
+    /// The segment is not a framebus stream or its header is damaged.
+    #[error("stream {name:?} ({path}) is corrupt or not a framebus stream: {reason}; unlink it with framebus.unlink({name:?})")]
+    Corrupt { name: String, path: String, reason: String },
+
+    /// The creator has not finished initialising the segment in time.
+    #[error("stream {name:?} ({path}) is not initialised yet{hint}")]
+    NotReady { name: String, path: String, hint: &'static str },
+
+    /// A blocking operation ran out of time.
+    #[error("timed out after {seconds:.3} s waiting to {op} on stream {name:?}")]
+    Timeout { name: String, op: &'static str, seconds: f64 },
+
+    /// The reader table is full.
+    #[error("stream {name:?} already has {max} attached handles (its reader table is full); close unused handles or create it with a larger max_readers")]
+    TooManyReaders { name: String, max: u32 },
+
+    /// The calling thread does not hold the write lock.
+    #[error("stream {name:?}: {what}")]
+    LockState { name: String, what: &'static str },
+
+    /// Nothing has been written to the stream yet.
+    #[error("stream {name:?} has no frame yet; wait with read_new() or write one first")]
+    Empty { name: String },
+
+    /// A wait was interrupted by the caller's check (a Python signal).
+    #[error("interrupted")]
+    Interrupted,
+
+    /// Any other system call failure.
+    #[error("{op} failed for stream {name:?} ({path}): {source}")]
+    Io { op: &'static str, name: String, path: String, #[source] source: io::Error },
+}
+
+impl Error {
+    /// The errno carried by this error, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::PermissionDenied { errno, .. } | Error::NoSpace { errno, .. } => Some(*errno),
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! framebus core: named shared-memory rings of frames between processes, with blocking futex
+//! waits, torn-free snapshot reads, per-frame metadata, a robust cross-process write lock and
+//! recovery from dead writers and readers. Pure Rust, no Python: the bindings live in
+//! `framebus-python`.
+//!
+//! ```no_run
+//! use framebus::{Stream, StreamSpec, CreateOptions, FrameInfo, ReaderMode, Deadline};
+//! let spec = StreamSpec::new("|u1", 1, vec![1080, 1920, 3]);
+//! let writer = Stream::create("camera", &spec, &CreateOptions::default())?;
+//! let reader = Stream::open("camera", ReaderMode::Latest)?;
+//! writer.write(&vec![7u8; 1080 * 1920 * 3], &FrameInfo::default(), Deadline::never(), &mut || true)?;
+//! let sum: u64 = reader.read_new(Deadline::never(), &mut || true, |f| f.payload.iter().map(|&b| b as u64).sum())?;
+//! framebus::unlink("camera")?;
+//! # Ok::<(), framebus::Error>(())
+//! ```
+
+pub mod error;
+pub mod process;
+pub mod recovery;
+pub mod ring;
+pub mod shm;
+pub mod sync;
+
+pub use error::{Error, Result};
+pub use recovery::StreamInfo;
+pub use ring::{CreateOptions, FrameInfo, FrameRef, ReaderMode, Stream, StreamSpec, WriteGuard};
+pub use shm::unlink;
+pub use sync::deadline::Deadline;
+pub use sync::lock::Acquired;

@@ -1,0 +1,388 @@
+//! A handle on one stream: creating or opening the segment, checking its header, the accessors
+//! for the shared structs, and closing.
+
+use std::sync::atomic::AtomicU64 as LocalU64;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::layout::{self, Geometry, Header, ReaderEntry, SlotDesc, HEADER_BYTES, MAGIC, READY, VERSION};
+use super::spec::StreamSpec;
+use crate::error::{Error, Result};
+use crate::process::ProcessId;
+use crate::shm::{self, name, Mapping, Segment};
+use crate::sync::atomic::Ordering;
+use crate::sync::futex;
+
+/// How long open() waits for a creator that is still initialising the segment.
+pub const OPEN_READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Options of [`Stream::create`].
+#[derive(Clone, Debug)]
+pub struct CreateOptions {
+    /// Permission bits of the segment, applied exactly (umask-proof).
+    pub mode: u32,
+    /// Reuse an existing stream of the same spec, or replace a stale one, instead of failing.
+    pub exist_ok: bool,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions { mode: 0o600, exist_ok: false }
+    }
+}
+
+/// Reader mode of a handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReaderMode {
+    /// Reads return the newest frame; frames skipped are counted.
+    Latest,
+    /// The writer never overwrites a frame this handle has not consumed.
+    Lossless,
+}
+
+/// One attached handle on a stream. Dropping it detaches (the segment stays until unlinked).
+pub struct Stream {
+    pub(super) name: String,
+    pub(super) segment: Segment,
+    pub(super) map: Mapping,
+    pub(super) geometry: Geometry,
+    pub(super) spec: StreamSpec,
+    pub(super) entry: u32,
+    pub(super) mode: ReaderMode,
+    /// Pins this handle holds per slot; the shared bit is set while the count is non-zero.
+    pub(super) pins: Mutex<[u32; layout::MAX_SLOTS as usize]>,
+    /// Sequence of the newest frame this handle has seen (latest mode).
+    pub(super) seen: LocalU64,
+    pub(super) missed_last: LocalU64,
+    pub(super) missed_total: LocalU64,
+    /// Times this handle took over a lock whose holder had died.
+    pub(super) lock_recoveries: LocalU64,
+}
+
+impl Stream {
+    /// Creates a stream. With `exist_ok`, an existing stream of the same spec is opened instead,
+    /// and a stale one (creator dead, nobody attached) of any spec is replaced.
+    pub fn create(stream: &str, spec: &StreamSpec, options: &CreateOptions) -> Result<Stream> {
+        name::validate(stream)?;
+        let geometry = spec.geometry()?;
+        if options.mode & !0o777 != 0 {
+            return Err(Error::InvalidArgument(format!("mode must be permission bits like 0o600, got {:#o}", options.mode)));
+        }
+        for _ in 0..3 {
+            match Segment::create(stream, geometry.total_bytes, options.mode) {
+                Ok(segment) => return Stream::initialise(stream, segment, spec, geometry),
+                Err(Error::AlreadyExists { .. }) if options.exist_ok => match Stream::open(stream, ReaderMode::Latest) {
+                    Ok(existing) if existing.is_stale_except_me() => {
+                        drop(existing);
+                        let _ = shm::unlink(stream);
+                    }
+                    Ok(existing) => {
+                        let mine = StreamSpec { max_readers: existing.spec.max_readers, ..spec.clone() };
+                        if existing.spec != mine {
+                            return Err(Error::SpecMismatch { name: stream.into(), detail: format!("existing {}, requested {}", describe(&existing.spec), describe(spec)) });
+                        }
+                        return Ok(existing);
+                    }
+                    Err(Error::NotFound { .. }) => {}
+                    Err(Error::NotReady { .. } | Error::Corrupt { .. } | Error::IncompatibleVersion { .. }) if !creator_alive(stream) => {
+                        let _ = shm::unlink(stream);
+                    }
+                    Err(e) => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::AlreadyExists { name: stream.into(), path: name::path(stream) })
+    }
+
+    fn initialise(stream: &str, segment: Segment, spec: &StreamSpec, g: Geometry) -> Result<Stream> {
+        let map = match segment.map(g.total_bytes as usize) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = shm::unlink(stream);
+                return Err(e);
+            }
+        };
+        let me = ProcessId::current();
+        // SAFETY: the mapping is at least HEADER_BYTES long (the geometry puts the header first),
+        // page aligned, freshly zeroed by fallocate, and no other process reads the identity
+        // fields before `ready` is stored below (openers wait for it), so this exclusive
+        // reference is the only access for now.
+        let h = unsafe { &mut *map.as_ptr().cast::<Header>() };
+        h.version = VERSION;
+        h.header_bytes = HEADER_BYTES as u32;
+        h.reader_entry_bytes = std::mem::size_of::<ReaderEntry>() as u32;
+        h.slot_desc_bytes = std::mem::size_of::<SlotDesc>() as u32;
+        h.total_bytes = g.total_bytes;
+        h.creator_pid = me.pid;
+        h.creator_start = me.start;
+        h.created_ns = now_ns();
+        h.slot_count = g.slot_count;
+        h.max_readers = g.max_readers;
+        h.frame_bytes = g.frame_bytes;
+        h.slot_stride = g.slot_stride;
+        h.meta_capacity = g.meta_capacity;
+        h.ndim = spec.shape.len() as u32;
+        h.shape[..spec.shape.len()].copy_from_slice(&spec.shape);
+        h.itemsize = spec.itemsize;
+        h.dtype[..spec.dtype.len()].copy_from_slice(spec.dtype.as_bytes());
+        h.readers_offset = g.readers_offset;
+        h.slots_offset = g.slots_offset;
+        h.payload_offset = g.payload_offset;
+        h.magic = MAGIC;
+        // SAFETY: the first HEADER_BYTES of the mapping are the header written just above.
+        let image = unsafe { std::slice::from_raw_parts(map.as_ptr(), HEADER_BYTES) };
+        let checksum = layout::header_checksum(image);
+        // SAFETY: as above; still the only access.
+        unsafe { (*map.as_ptr().cast::<Header>()).checksum = checksum };
+        let stream = Stream::assemble(stream, segment, map, spec.clone(), g, Some(ReaderMode::Latest))?;
+        stream.header().ready.store(READY, Ordering::Release);
+        futex::wake_all(&stream.header().ready);
+        Ok(stream)
+    }
+
+    /// Opens an existing stream and attaches this handle in `mode`.
+    pub fn open(stream: &str, mode: ReaderMode) -> Result<Stream> {
+        let (segment, map, spec, geometry) = Stream::map_validated(stream)?;
+        Stream::assemble(stream, segment, map, spec, geometry, Some(mode))
+    }
+
+    /// Opens a stream to look at it without attaching (no reader entry is taken): for `ls`,
+    /// `gc` and monitoring. Reads work; nothing here may write.
+    pub fn peek(stream: &str) -> Result<Stream> {
+        let (segment, map, spec, geometry) = Stream::map_validated(stream)?;
+        Stream::assemble(stream, segment, map, spec, geometry, None)
+    }
+
+    /// Opens, waits for `ready`, validates the header and maps the whole segment.
+    fn map_validated(stream: &str) -> Result<(Segment, Mapping, StreamSpec, Geometry)> {
+        name::validate(stream)?;
+        let segment = Segment::open(stream)?;
+        let path = name::path(stream);
+        let corrupt = |reason: String| Error::Corrupt { name: stream.into(), path: path.clone(), reason };
+        let deadline = Instant::now() + OPEN_READY_TIMEOUT;
+        // The creator sizes the segment right after creating it; wait out that short window.
+        let len = loop {
+            let len = segment.len()?;
+            if len >= HEADER_BYTES as u64 {
+                break len;
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::NotReady { name: stream.into(), path, hint: "; its creator died or is stuck before sizing it: unlink it or run `framebus gc`" });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let probe = segment.map(HEADER_BYTES)?;
+        // SAFETY: the mapping is HEADER_BYTES long and page aligned, so it holds one Header; all
+        // fields are plain integers or atomics, valid for any bit pattern.
+        let header = unsafe { &*probe.as_ptr().cast::<Header>() };
+        loop {
+            let ready = header.ready.load(Ordering::Acquire);
+            if ready == READY {
+                break;
+            }
+            if ready != 0 {
+                return Err(corrupt(format!("ready word is {ready:#x}")));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::NotReady { name: stream.into(), path, hint: "; its creator died or is stuck while creating it: unlink it or run `framebus gc`" });
+            }
+            futex::wait(&header.ready, 0, (deadline - now).min(Duration::from_millis(50)));
+        }
+        if header.magic != MAGIC {
+            return Err(corrupt("bad magic".into()));
+        }
+        if header.version != VERSION {
+            return Err(Error::IncompatibleVersion { name: stream.into(), path, found: header.version, supported: VERSION });
+        }
+        // SAFETY: the probe mapping covers HEADER_BYTES.
+        let image = unsafe { std::slice::from_raw_parts(probe.as_ptr(), HEADER_BYTES) };
+        if layout::header_checksum(image) != header.checksum {
+            return Err(corrupt("header checksum mismatch".into()));
+        }
+        let (spec, geometry) = validate_header(header, len).map_err(corrupt)?;
+        drop(probe);
+        let map = segment.map(geometry.total_bytes as usize)?;
+        Ok((segment, map, spec, geometry))
+    }
+
+    fn assemble(stream: &str, segment: Segment, map: Mapping, spec: StreamSpec, geometry: Geometry, mode: Option<ReaderMode>) -> Result<Stream> {
+        let mut s = Stream {
+            name: stream.to_owned(),
+            segment,
+            map,
+            geometry,
+            spec,
+            entry: u32::MAX,
+            mode: mode.unwrap_or(ReaderMode::Latest),
+            pins: Mutex::new([0; layout::MAX_SLOTS as usize]),
+            seen: LocalU64::new(0),
+            missed_last: LocalU64::new(0),
+            missed_total: LocalU64::new(0),
+            lock_recoveries: LocalU64::new(0),
+        };
+        if let Some(mode) = mode {
+            s.entry = s.register(mode)?;
+        }
+        Ok(s)
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Frame spec and ring geometry.
+    pub fn spec(&self) -> &StreamSpec {
+        &self.spec
+    }
+
+    /// Byte layout of the segment.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// This handle's reader mode.
+    pub fn mode(&self) -> ReaderMode {
+        self.mode
+    }
+
+    /// The shared-memory object (for extra mappings).
+    pub fn segment(&self) -> &Segment {
+        &self.segment
+    }
+
+    /// The header in shared memory.
+    pub fn header(&self) -> &Header {
+        // SAFETY: the mapping is geometry.total_bytes >= HEADER_BYTES long, page aligned, lives
+        // as long as self, and Header is valid for any bit pattern.
+        unsafe { &*self.map.as_ptr().cast::<Header>() }
+    }
+
+    /// Slot descriptor `i` (i < slot_count).
+    pub(super) fn slot(&self, i: u32) -> &SlotDesc {
+        assert!(i < self.geometry.slot_count);
+        // SAFETY: validated geometry puts slot_count descriptors at slots_offset inside the
+        // mapping, 64-byte aligned; SlotDesc is valid for any bit pattern.
+        unsafe { &*self.map.as_ptr().add(self.geometry.slots_offset as usize + i as usize * std::mem::size_of::<SlotDesc>()).cast::<SlotDesc>() }
+    }
+
+    /// Reader entry `i` (i < max_readers).
+    pub(super) fn reader(&self, i: u32) -> &ReaderEntry {
+        assert!(i < self.geometry.max_readers);
+        // SAFETY: validated geometry puts max_readers entries at readers_offset inside the
+        // mapping, 64-byte aligned; ReaderEntry is valid for any bit pattern.
+        unsafe { &*self.map.as_ptr().add(self.geometry.readers_offset as usize + i as usize * std::mem::size_of::<ReaderEntry>()).cast::<ReaderEntry>() }
+    }
+
+    /// Start of slot `i`'s payload (frame bytes, then metadata).
+    pub(super) fn payload(&self, i: u32) -> *mut u8 {
+        assert!(i < self.geometry.slot_count);
+        // SAFETY: payload_offset + slot_count * slot_stride == total_bytes == mapping length.
+        unsafe { self.map.as_ptr().add((self.geometry.payload_offset + u64::from(i) * self.geometry.slot_stride) as usize) }
+    }
+
+    /// This handle's own reader entry.
+    pub(super) fn my_entry(&self) -> &ReaderEntry {
+        assert!(self.entry != u32::MAX, "a peek handle has no reader entry");
+        self.reader(self.entry)
+    }
+
+    /// Whether this handle is attached (false for `peek` handles).
+    pub fn is_attached(&self) -> bool {
+        self.entry != u32::MAX
+    }
+
+    /// Creator of the stream.
+    pub fn creator(&self) -> ProcessId {
+        let h = self.header();
+        ProcessId { pid: h.creator_pid, start: h.creator_start }
+    }
+
+    /// Whether the creator has died and no live handle other than this one is attached.
+    pub fn is_stale_except_me(&self) -> bool {
+        !self.creator().is_alive() && self.attached().iter().all(|(i, p)| *i == self.entry || !p.is_alive())
+    }
+
+    /// Removes the stream's name if it still refers to this handle's segment (a stream created
+    /// anew under the same name is left alone). Returns whether the name was removed.
+    pub fn unlink(&self) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(name::path(&self.name)) else { return Ok(false) };
+        if (meta.dev(), meta.ino()) != self.segment.identity()? {
+            return Ok(false);
+        }
+        match shm::unlink(&self.name) {
+            Ok(()) => Ok(true),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Frames skipped by the last read (latest mode) and in total on this handle.
+    pub fn missed(&self) -> (u64, u64) {
+        (self.missed_last.load(Ordering::Relaxed), self.missed_total.load(Ordering::Relaxed))
+    }
+
+    /// How many dead lock holders this handle has taken over from.
+    pub fn lock_recoveries(&self) -> u64 {
+        self.lock_recoveries.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.entry != u32::MAX {
+            self.unregister();
+        }
+    }
+}
+
+/// Checks identity/geometry fields of a header against each other and the file size.
+fn validate_header(h: &Header, file_len: u64) -> std::result::Result<(StreamSpec, Geometry), String> {
+    if h.header_bytes as usize != HEADER_BYTES
+        || h.reader_entry_bytes as usize != std::mem::size_of::<ReaderEntry>()
+        || h.slot_desc_bytes as usize != std::mem::size_of::<SlotDesc>()
+    {
+        return Err("struct sizes do not match this layout version".into());
+    }
+    let ndim = h.ndim as usize;
+    if ndim == 0 || ndim > layout::MAX_NDIM {
+        return Err(format!("ndim {ndim} out of range"));
+    }
+    let dtype_len = h.dtype.iter().position(|&b| b == 0).ok_or("dtype is not terminated")?;
+    let dtype = std::str::from_utf8(&h.dtype[..dtype_len]).map_err(|_| "dtype is not text")?.to_owned();
+    let spec = StreamSpec {
+        dtype,
+        itemsize: h.itemsize,
+        shape: h.shape[..ndim].to_vec(),
+        slots: h.slot_count,
+        meta_capacity: h.meta_capacity,
+        max_readers: h.max_readers,
+    };
+    let expected = spec.geometry().map_err(|e| e.to_string())?;
+    if expected != Geometry::of(h) {
+        return Err("geometry fields are inconsistent".into());
+    }
+    if expected.total_bytes != file_len {
+        return Err(format!("segment is {file_len} bytes, header says {}", expected.total_bytes));
+    }
+    Ok((spec, expected))
+}
+
+/// Whether the creator recorded in a (possibly half-initialised) segment is alive; true if it
+/// cannot be told, so that nothing live is ever removed.
+fn creator_alive(stream: &str) -> bool {
+    crate::recovery::peek_creator(stream).map_or(true, |p| p.pid != 0 && p.is_alive())
+}
+
+/// Nanoseconds since the Unix epoch.
+pub fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `dtype[shape] x slots` for messages.
+pub fn describe(spec: &StreamSpec) -> String {
+    format!("dtype {} shape {:?} slots {} meta_capacity {}", spec.dtype, spec.shape, spec.slots, spec.meta_capacity)
+}

@@ -1,0 +1,283 @@
+//! The shared-memory layout of a stream, version 1. This file is the single definition of the
+//! format; docs/layout.md describes it for people. Any change to a struct here that moves a field
+//! bumps [`VERSION`], and readers refuse versions they do not know.
+//!
+//! ```text
+//! offset 0             Header                          (HEADER_BYTES)
+//! readers_offset       ReaderEntry x max_readers       (64 bytes each)
+//! slots_offset         SlotDesc    x slot_count        (192 bytes each)
+//! payload_offset       payload     x slot_count        (slot_stride each, a multiple of 4096)
+//!                      each payload: frame bytes, then up to meta_capacity metadata bytes
+//! ```
+//!
+//! Words that change after creation are atomics (through `sync::atomic`), everything else is
+//! written once by the creator before it stores `ready` with release ordering.
+
+use crate::sync::atomic::{AtomicU32, AtomicU64};
+
+/// First bytes of every segment.
+pub const MAGIC: [u8; 8] = *b"FRAMEBUS";
+/// Layout version this build reads and writes.
+pub const VERSION: u32 = 1;
+/// Value of `Header::ready` once the creator has finished.
+pub const READY: u32 = 0x5245_4459; // "READY"
+/// Payload alignment (a page).
+pub const PAGE: u64 = 4096;
+/// Most slots a stream may have (pins are a 64-bit mask per reader).
+pub const MAX_SLOTS: u32 = 64;
+/// Most reader entries a stream may have.
+pub const MAX_READERS: u32 = 4096;
+/// Most dimensions of a frame.
+pub const MAX_NDIM: usize = 8;
+/// Bytes of the dtype descriptor string (NumPy `dtype.str`, for example `<f4`, `|u1`).
+pub const DTYPE_LEN: usize = 32;
+/// Largest metadata capacity per frame.
+pub const MAX_META: u32 = 1 << 20;
+
+/// `SlotDesc::state` bit set while the writer fills the slot.
+pub const WRITING: u64 = 1;
+
+/// Packs a slot state: sequence of the frame it holds (0 = never written) and the writing bit.
+pub const fn slot_state(seq: u64, writing: bool) -> u64 {
+    (seq << 1) | writing as u64
+}
+
+/// Sequence of the frame a slot state refers to.
+pub const fn state_seq(state: u64) -> u64 {
+    state >> 1
+}
+
+/// Packs `Header::published`: sequence of the newest committed frame and its slot.
+pub const fn published(seq: u64, slot: u32) -> u64 {
+    (seq << 8) | slot as u64
+}
+
+/// Unpacks `Header::published` into (sequence, slot).
+pub const fn unpack_published(word: u64) -> (u64, u32) {
+    (word >> 8, (word & 0xff) as u32)
+}
+
+/// Reader modes stored in `ReaderEntry::mode`.
+pub mod mode {
+    /// Reads return the newest frame; skipped frames are counted.
+    pub const LATEST: u32 = 0;
+    /// The writer never overwrites a frame this reader has not consumed.
+    pub const LOSSLESS: u32 = 1;
+}
+
+/// Segment header. Identity and geometry are immutable after `ready`; the rest are atomics.
+#[repr(C, align(64))]
+pub struct Header {
+    // -- identity: 0..64
+    pub magic: [u8; 8],
+    pub version: u32,
+    /// `READY` once initialised (futex word openers wait on).
+    pub ready: AtomicU32,
+    pub header_bytes: u32,
+    pub reader_entry_bytes: u32,
+    pub slot_desc_bytes: u32,
+    pub flags: u32,
+    pub total_bytes: u64,
+    pub creator_pid: u32,
+    pub _pad0: u32,
+    pub creator_start: u64,
+    pub created_ns: u64,
+    // -- geometry: 64..256
+    pub slot_count: u32,
+    pub max_readers: u32,
+    pub frame_bytes: u64,
+    pub slot_stride: u64,
+    pub meta_capacity: u32,
+    pub ndim: u32,
+    pub shape: [u64; MAX_NDIM],
+    pub itemsize: u32,
+    pub _pad1: u32,
+    pub dtype: [u8; DTYPE_LEN],
+    pub readers_offset: u64,
+    pub slots_offset: u64,
+    pub payload_offset: u64,
+    /// FNV-1a of bytes 0..CHECKSUM_END with `ready` read as zero; detects a damaged header.
+    pub checksum: u64,
+    pub _reserved: [u64; 3],
+    // -- publication: 256..320
+    /// `published(seq, slot)` of the newest committed frame; (0, 0) before the first write.
+    pub published: AtomicU64,
+    /// Futex word readers wait on; incremented after every commit.
+    pub notify: AtomicU32,
+    /// Readers blocked on `notify`; the writer skips the wake syscall when zero.
+    pub waiters: AtomicU32,
+    /// Futex word writers wait on for a slot; incremented when a reader releases one.
+    pub released: AtomicU32,
+    /// Writers blocked on `released`.
+    pub writer_waiters: AtomicU32,
+    /// Entries `0..readers_hwm` of the reader table have ever been used.
+    pub readers_hwm: AtomicU32,
+    pub _pad2: [u32; 9],
+    // -- write lock: 320..384
+    /// `(tid << 32) | pid` of the lock holder, 0 when free.
+    pub lock_owner: AtomicU64,
+    /// Start time of the holder's process (0 while being set).
+    pub lock_owner_start: AtomicU64,
+    /// Re-entrant depth of the holder.
+    pub lock_depth: AtomicU32,
+    /// Futex word lock waiters sleep on; incremented on every release.
+    pub lock_futex: AtomicU32,
+    pub lock_waiters: AtomicU32,
+    /// How many times a lock held by a dead process was taken over.
+    pub lock_recoveries: AtomicU32,
+    pub _pad3: [u64; 4],
+    // -- counters: 384..448
+    pub frames_written: AtomicU64,
+    pub bytes_written: AtomicU64,
+    /// Writes abandoned by a writer that died or raised mid-write.
+    pub aborted_writes: AtomicU64,
+    pub _pad4: [u64; 5],
+}
+
+/// Bytes covered by `Header::checksum` (identity and geometry, without the checksum itself).
+pub const CHECKSUM_END: usize = std::mem::offset_of!(Header, checksum);
+/// Size of the header.
+pub const HEADER_BYTES: usize = std::mem::size_of::<Header>();
+
+/// One slot: the state word and the per-frame record of the frame it holds.
+#[repr(C, align(64))]
+pub struct SlotDesc {
+    /// `slot_state(seq, writing)`; only the write-lock holder changes it.
+    pub state: AtomicU64,
+    /// Wall-clock time of the write (ns since the Unix epoch).
+    pub timestamp_ns: AtomicU64,
+    /// User frame id (i64 bit pattern).
+    pub frame_id: AtomicU64,
+    /// Payload bytes of the frame.
+    pub payload_len: AtomicU64,
+    /// Metadata bytes stored after the payload.
+    pub meta_len: AtomicU32,
+    /// Bit 0: the frame has its own shape (below) instead of the stream's.
+    pub flags: AtomicU32,
+    pub ndim: AtomicU32,
+    pub _pad0: u32,
+    pub shape: [AtomicU64; MAX_NDIM],
+    pub _reserved: [u64; 10],
+}
+
+/// One attached handle (reader or writer). Free when `pid == 0`.
+#[repr(C, align(64))]
+pub struct ReaderEntry {
+    pub pid: AtomicU32,
+    /// `mode::LATEST` or `mode::LOSSLESS`.
+    pub mode: AtomicU32,
+    /// Start time of the process (0 while being set).
+    pub start: AtomicU64,
+    /// Bit i set while this handle holds (or is taking) a pin on slot i.
+    pub pinned: AtomicU64,
+    /// Sequence of the last frame this handle consumed.
+    pub consumed: AtomicU64,
+    /// Frames this handle skipped (latest mode).
+    pub missed: AtomicU64,
+    /// Frames this handle read.
+    pub reads: AtomicU64,
+    pub _reserved: [u64; 2],
+}
+
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<AtomicU64>() == 8 && align_of::<AtomicU64>() == 8);
+    assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);
+    assert!(HEADER_BYTES == 448);
+    assert!(offset_of!(Header, slot_count) == 64);
+    assert!(offset_of!(Header, checksum) == 224);
+    assert!(offset_of!(Header, published) == 256);
+    assert!(offset_of!(Header, lock_owner) == 320);
+    assert!(offset_of!(Header, frames_written) == 384);
+    assert!(size_of::<SlotDesc>() == 192);
+    assert!(offset_of!(SlotDesc, shape) == 48);
+    assert!(size_of::<ReaderEntry>() == 64);
+};
+
+/// Geometry of a segment, computed from its spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub slot_count: u32,
+    pub max_readers: u32,
+    pub frame_bytes: u64,
+    pub meta_capacity: u32,
+    pub slot_stride: u64,
+    pub readers_offset: u64,
+    pub slots_offset: u64,
+    pub payload_offset: u64,
+    pub total_bytes: u64,
+}
+
+/// Rounds `n` up to a multiple of `to` (a power of two); None on overflow.
+pub const fn align_up(n: u64, to: u64) -> Option<u64> {
+    match n.checked_add(to - 1) {
+        Some(v) => Some(v & !(to - 1)),
+        None => None,
+    }
+}
+
+impl Geometry {
+    /// Lays out a segment; None if the sizes overflow.
+    pub fn new(slot_count: u32, max_readers: u32, frame_bytes: u64, meta_capacity: u32) -> Option<Geometry> {
+        let readers_offset = align_up(HEADER_BYTES as u64, 64)?;
+        let slots_offset = readers_offset.checked_add(u64::from(max_readers) * std::mem::size_of::<ReaderEntry>() as u64)?;
+        let payload_offset = align_up(slots_offset.checked_add(u64::from(slot_count) * std::mem::size_of::<SlotDesc>() as u64)?, PAGE)?;
+        let slot_stride = align_up(frame_bytes.checked_add(u64::from(meta_capacity))?.max(1), PAGE)?;
+        let total_bytes = payload_offset.checked_add(slot_stride.checked_mul(u64::from(slot_count))?)?;
+        Some(Geometry { slot_count, max_readers, frame_bytes, meta_capacity, slot_stride, readers_offset, slots_offset, payload_offset, total_bytes })
+    }
+
+    /// Reads the geometry recorded in a header.
+    pub fn of(header: &Header) -> Geometry {
+        Geometry {
+            slot_count: header.slot_count,
+            max_readers: header.max_readers,
+            frame_bytes: header.frame_bytes,
+            meta_capacity: header.meta_capacity,
+            slot_stride: header.slot_stride,
+            readers_offset: header.readers_offset,
+            slots_offset: header.slots_offset,
+            payload_offset: header.payload_offset,
+            total_bytes: header.total_bytes,
+        }
+    }
+}
+
+/// FNV-1a over the checksummed part of a header image (with `ready` counted as zero).
+pub fn header_checksum(bytes: &[u8]) -> u64 {
+    let ready = std::mem::offset_of!(Header, ready);
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, &b) in bytes[..CHECKSUM_END].iter().enumerate() {
+        let b = if (ready..ready + 4).contains(&i) { 0 } else { b };
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_page_aligned() {
+        let g = Geometry::new(4, 64, 128 * 128 * 4, 256).unwrap();
+        assert_eq!(g.payload_offset % PAGE, 0);
+        assert_eq!(g.slot_stride % PAGE, 0);
+        assert!(g.slot_stride >= 128 * 128 * 4 + 256);
+        assert_eq!(g.total_bytes, g.payload_offset + 4 * g.slot_stride);
+    }
+
+    #[test]
+    fn overflow_is_refused() {
+        assert!(Geometry::new(64, 64, u64::MAX - 10, 0).is_none());
+        assert!(Geometry::new(64, 64, u64::MAX / 8, 0).is_none());
+    }
+
+    #[test]
+    fn state_packing_round_trips() {
+        assert_eq!(state_seq(slot_state(77, true)), 77);
+        assert_eq!(slot_state(77, true) & WRITING, WRITING);
+        assert_eq!(unpack_published(published(1 << 40, 63)), (1 << 40, 63));
+    }
+}

@@ -1,0 +1,13 @@
+//! The ring of frame slots in one segment: layout, handles, the writer and the readers.
+
+mod handle;
+pub mod layout;
+mod reader;
+mod readers;
+mod spec;
+mod writer;
+
+pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
+pub use reader::FrameRef;
+pub use spec::StreamSpec;
+pub use writer::{FrameInfo, WriteGuard};

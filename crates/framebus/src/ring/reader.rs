@@ -1,0 +1,237 @@
+//! The read path: pin a committed slot, copy or view it, unpin; and the futex wait for a frame
+//! newer than the last one a handle saw.
+//!
+//! Pinning sets this handle's bit for the slot and then re-checks the slot state; the writer
+//! stores `WRITING` and then re-checks the pin bits (see writer.rs). A pinned slot is never
+//! rewritten, so a reader copying a large frame is never overtaken, whatever the writer's pace.
+
+use std::time::{Duration, Instant};
+
+use super::handle::{ReaderMode, Stream};
+use super::layout::{slot_state, unpack_published};
+use crate::error::{Error, Result};
+use crate::sync::atomic::Ordering;
+use crate::sync::deadline::Deadline;
+use crate::sync::futex;
+
+/// How long a waiting reader spins before it sleeps on the futex: a writer that answers within
+/// this time costs no system call on either side (ping-pong workloads), and an idle reader burns
+/// at most this once per wait.
+const SPIN: Duration = Duration::from_micros(40);
+
+/// A committed frame, pinned while the caller looks at it.
+pub struct FrameRef<'a> {
+    /// Sequence number (1 for the first frame).
+    pub seq: u64,
+    /// Slot index it lives in.
+    pub slot: u32,
+    /// Write time, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// User frame id.
+    pub frame_id: i64,
+    /// The frame's bytes.
+    pub payload: &'a [u8],
+    /// The frame's metadata bytes.
+    pub meta: &'a [u8],
+}
+
+impl Stream {
+    /// Pins `slot` if it still holds committed frame `seq`.
+    pub(super) fn pin(&self, slot: u32, seq: u64) -> bool {
+        let bit = 1u64 << slot;
+        let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        if pins[slot as usize] == 0 {
+            self.my_entry().pinned.fetch_or(bit, Ordering::SeqCst);
+        }
+        if self.slot(slot).state.load(Ordering::SeqCst) != slot_state(seq, false) {
+            if pins[slot as usize] == 0 {
+                self.my_entry().pinned.fetch_and(!bit, Ordering::SeqCst);
+                drop(pins);
+                self.wake_writer();
+            }
+            return false;
+        }
+        pins[slot as usize] += 1;
+        true
+    }
+
+    /// Drops one pin of `slot`.
+    pub(super) fn unpin(&self, slot: u32) {
+        let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        let count = &mut pins[slot as usize];
+        if *count == 0 {
+            return;
+        }
+        *count -= 1;
+        if *count == 0 {
+            self.my_entry().pinned.fetch_and(!(1u64 << slot), Ordering::SeqCst);
+            drop(pins);
+            self.wake_writer();
+        }
+    }
+
+    fn frame_ref(&self, slot: u32, seq: u64) -> FrameRef<'_> {
+        let d = self.slot(slot);
+        let len = d.payload_len.load(Ordering::Relaxed).min(self.geometry.frame_bytes) as usize;
+        let meta_len = d.meta_len.load(Ordering::Relaxed).min(self.geometry.meta_capacity) as usize;
+        let base = self.payload(slot);
+        // SAFETY: the slot is pinned (or, lossless, unconsumed), so the writer does not touch it
+        // while the FrameRef lives; both ranges lie inside the slot's stride in the mapping.
+        let (payload, meta) = unsafe {
+            (
+                std::slice::from_raw_parts(base, len),
+                std::slice::from_raw_parts(base.add(self.geometry.frame_bytes as usize), meta_len),
+            )
+        };
+        FrameRef { seq, slot, timestamp_ns: d.timestamp_ns.load(Ordering::Relaxed), frame_id: d.frame_id.load(Ordering::Relaxed) as i64, payload, meta }
+    }
+
+    fn published(&self) -> Result<(u64, u32)> {
+        let (seq, slot) = unpack_published(self.header().published.load(Ordering::SeqCst));
+        if slot >= self.geometry.slot_count {
+            return Err(Error::Corrupt { name: self.name.clone(), path: crate::shm::name::path(&self.name), reason: format!("published slot {slot} out of range") });
+        }
+        Ok((seq, slot))
+    }
+
+    /// Sequence number of the newest committed frame (0 before the first write).
+    pub fn latest_seq(&self) -> u64 {
+        unpack_published(self.header().published.load(Ordering::SeqCst)).0
+    }
+
+    /// (sequence, timestamp ns, frame id) of the newest committed frame, read consistently;
+    /// (0, 0, 0) before the first write.
+    pub fn latest_record(&self) -> Result<(u64, u64, i64)> {
+        loop {
+            let (seq, slot) = self.published()?;
+            if seq == 0 {
+                return Ok((0, 0, 0));
+            }
+            let d = self.slot(slot);
+            let record = (seq, d.timestamp_ns.load(Ordering::Acquire), d.frame_id.load(Ordering::Acquire) as i64);
+            if d.state.load(Ordering::SeqCst) == slot_state(seq, false) {
+                return Ok(record);
+            }
+        }
+    }
+
+    /// Sequence of the newest frame this handle has seen.
+    pub fn seen_seq(&self) -> u64 {
+        match self.mode {
+            ReaderMode::Latest => self.seen.load(Ordering::Relaxed),
+            ReaderMode::Lossless => self.my_entry().consumed.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Calls `f` with the newest committed frame pinned (a snapshot: never torn). Errors with
+    /// `Empty` before the first write.
+    pub fn read_latest<R>(&self, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
+        loop {
+            let (seq, slot) = self.published()?;
+            if seq == 0 {
+                return Err(Error::Empty { name: self.name.clone() });
+            }
+            if !self.pin(slot, seq) {
+                std::hint::spin_loop();
+                continue;
+            }
+            let out = f(&self.frame_ref(slot, seq));
+            self.unpin(slot);
+            self.seen.fetch_max(seq, Ordering::Relaxed);
+            let e = self.my_entry();
+            e.reads.fetch_add(1, Ordering::Relaxed);
+            if self.mode == ReaderMode::Latest {
+                e.consumed.fetch_max(seq, Ordering::Relaxed);
+            }
+            return Ok(out);
+        }
+    }
+
+    /// Waits until a frame newer than `after` is committed; returns the newest sequence.
+    pub fn wait_for(&self, after: u64, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+        let h = self.header();
+        // Spin only when there is time to wait at all.
+        let mut spinning = deadline.slice().is_some();
+        let spin_until = Instant::now() + SPIN;
+        let mut spins = 0u32;
+        loop {
+            let n = h.notify.load(Ordering::SeqCst);
+            let (seq, _) = self.published()?;
+            if seq > after {
+                return Ok(seq);
+            }
+            if spinning {
+                spins = spins.wrapping_add(1);
+                if spins % 64 != 0 || Instant::now() < spin_until {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                spinning = false;
+            }
+            let Some(slice) = deadline.slice() else {
+                return Err(Error::Timeout { name: self.name.clone(), op: "receive a new frame", seconds: deadline.seconds() });
+            };
+            h.waiters.fetch_add(1, Ordering::SeqCst);
+            if self.published()?.0 <= after {
+                futex::wait(&h.notify, n, slice);
+            }
+            h.waiters.fetch_sub(1, Ordering::SeqCst);
+            if !check() {
+                return Err(Error::Interrupted);
+            }
+        }
+    }
+
+    /// Waits for the next frame this handle has not seen and calls `f` with it pinned.
+    /// Latest mode: the newest frame (frames skipped are counted, see `missed`). Lossless mode:
+    /// exactly the next frame in sequence, which the writer keeps until it is consumed here.
+    pub fn read_new<R>(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
+        match self.mode {
+            ReaderMode::Latest => {
+                let seen = self.seen.load(Ordering::Relaxed);
+                self.wait_for(seen, deadline, check)?;
+                let mut got = 0;
+                let out = self.read_latest(|frame| {
+                    got = frame.seq;
+                    f(frame)
+                })?;
+                let missed = got.saturating_sub(seen + 1);
+                self.missed_last.store(missed, Ordering::Relaxed);
+                if missed > 0 {
+                    self.missed_total.fetch_add(missed, Ordering::Relaxed);
+                    self.my_entry().missed.fetch_add(missed, Ordering::Relaxed);
+                }
+                Ok(out)
+            }
+            ReaderMode::Lossless => {
+                let e = self.my_entry();
+                let target = e.consumed.load(Ordering::SeqCst) + 1;
+                self.wait_for(target - 1, deadline, check)?;
+                let slot = (0..self.geometry.slot_count).find(|&i| self.slot(i).state.load(Ordering::SeqCst) == slot_state(target, false));
+                let Some(slot) = slot else {
+                    // Cannot happen while the protocol holds (the writer keeps unconsumed frames);
+                    // recover by jumping to the newest frame and counting the gap.
+                    let seen = target - 1;
+                    let mut got = 0;
+                    let out = self.read_latest(|frame| {
+                        got = frame.seq;
+                        f(frame)
+                    })?;
+                    let missed = got.saturating_sub(seen + 1);
+                    self.missed_last.store(missed, Ordering::Relaxed);
+                    self.missed_total.fetch_add(missed, Ordering::Relaxed);
+                    e.consumed.store(got, Ordering::SeqCst);
+                    self.wake_writer();
+                    return Ok(out);
+                };
+                let out = f(&self.frame_ref(slot, target));
+                self.missed_last.store(0, Ordering::Relaxed);
+                e.reads.fetch_add(1, Ordering::Relaxed);
+                e.consumed.store(target, Ordering::SeqCst);
+                self.seen.store(target, Ordering::Relaxed);
+                self.wake_writer();
+                Ok(out)
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The reader table: one entry per attached handle with its process identity, mode, pins and
+//! position, so that the writer can honour pins and lossless readers and reclaim dead ones.
+
+use super::handle::{ReaderMode, Stream};
+use super::layout::{mode, unpack_published};
+use crate::error::{Error, Result};
+use crate::process::ProcessId;
+use crate::sync::atomic::Ordering;
+use crate::sync::futex;
+
+/// `ReaderEntry::pid` while a reaper clears a dead handle's entry (never a real pid).
+const RECLAIMING: u32 = u32::MAX;
+
+/// What the writer must respect when choosing a slot.
+pub(super) struct Constraints {
+    /// Union of all pin masks.
+    pub pinned: u64,
+    /// Smallest `consumed` of a lossless reader, or u64::MAX without any.
+    pub min_consumed: u64,
+}
+
+impl Stream {
+    /// Claims a free entry for this handle; dead entries are reclaimed when the table is full.
+    pub(super) fn register(&self, mode_: ReaderMode) -> Result<u32> {
+        let me = ProcessId::current();
+        for attempt in 0..2 {
+            for i in 0..self.geometry.max_readers {
+                let e = self.reader(i);
+                if e.pid.load(Ordering::Relaxed) != 0 || e.pid.compare_exchange(0, me.pid, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                    continue;
+                }
+                e.start.store(me.start, Ordering::Release);
+                e.pinned.store(0, Ordering::SeqCst);
+                e.missed.store(0, Ordering::Relaxed);
+                e.reads.store(0, Ordering::Relaxed);
+                self.header().readers_hwm.fetch_max(i + 1, Ordering::SeqCst);
+                let (seq, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
+                e.consumed.store(seq, Ordering::SeqCst);
+                self.seen.store(seq, Ordering::Relaxed);
+                if mode_ == ReaderMode::Lossless {
+                    e.mode.store(mode::LOSSLESS, Ordering::SeqCst);
+                    // A writer that scanned before the store above may still overwrite frames
+                    // up to the newest one; start after whatever is newest now.
+                    let (now, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
+                    e.consumed.store(now, Ordering::SeqCst);
+                    self.seen.store(now, Ordering::Relaxed);
+                } else {
+                    e.mode.store(mode::LATEST, Ordering::SeqCst);
+                }
+                return Ok(i);
+            }
+            if attempt == 0 && self.reap_dead_readers() == 0 {
+                break;
+            }
+        }
+        Err(Error::TooManyReaders { name: self.name.clone(), max: self.geometry.max_readers })
+    }
+
+    /// Frees this handle's entry (pins and lossless position included) and wakes a waiting writer.
+    pub(super) fn unregister(&self) {
+        let e = self.my_entry();
+        e.mode.store(mode::LATEST, Ordering::SeqCst);
+        e.pinned.store(0, Ordering::SeqCst);
+        e.start.store(0, Ordering::Relaxed);
+        e.pid.store(0, Ordering::Release);
+        self.wake_writer();
+    }
+
+    /// Entries in use: (index, process).
+    pub fn attached(&self) -> Vec<(u32, ProcessId)> {
+        let hwm = self.readers_hwm();
+        (0..hwm)
+            .filter_map(|i| {
+                let e = self.reader(i);
+                let pid = e.pid.load(Ordering::Acquire);
+                (pid != 0 && pid != RECLAIMING).then(|| (i, ProcessId { pid, start: e.start.load(Ordering::Acquire) }))
+            })
+            .collect()
+    }
+
+    /// Number of live attached handles (dead ones are not counted).
+    pub fn ownercount(&self) -> usize {
+        self.attached().iter().filter(|(_, p)| p.is_alive()).count()
+    }
+
+    /// Releases the entries of processes that died (their pins and lossless positions);
+    /// returns how many were freed.
+    pub fn reap_dead_readers(&self) -> usize {
+        let mine = ProcessId::current().pid;
+        let mut freed = 0;
+        for (i, proc_) in self.attached() {
+            if proc_.pid == mine || proc_.is_alive() {
+                continue;
+            }
+            let e = self.reader(i);
+            // Take the entry out of everyone's hands before clearing it, so that a concurrent
+            // reaper cannot clear an entry a new handle has claimed meanwhile.
+            if e.pid.compare_exchange(proc_.pid, RECLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                continue;
+            }
+            e.mode.store(mode::LATEST, Ordering::SeqCst);
+            e.pinned.store(0, Ordering::SeqCst);
+            e.start.store(0, Ordering::Relaxed);
+            e.pid.store(0, Ordering::Release);
+            freed += 1;
+        }
+        if freed > 0 {
+            self.wake_writer();
+        }
+        freed
+    }
+
+    fn readers_hwm(&self) -> u32 {
+        self.header().readers_hwm.load(Ordering::SeqCst).min(self.geometry.max_readers)
+    }
+
+    /// Pins and lossless positions of all attached handles.
+    pub(super) fn constraints(&self) -> Constraints {
+        let mut c = Constraints { pinned: 0, min_consumed: u64::MAX };
+        for i in 0..self.readers_hwm() {
+            let e = self.reader(i);
+            if e.pid.load(Ordering::SeqCst) == 0 {
+                continue;
+            }
+            c.pinned |= e.pinned.load(Ordering::SeqCst);
+            if e.mode.load(Ordering::SeqCst) == mode::LOSSLESS {
+                c.min_consumed = c.min_consumed.min(e.consumed.load(Ordering::SeqCst));
+            }
+        }
+        c
+    }
+
+    /// Whether any attached handle has slot `i` pinned (checked after claiming it).
+    pub(super) fn slot_pinned(&self, i: u32) -> bool {
+        (0..self.readers_hwm()).any(|r| {
+            let e = self.reader(r);
+            e.pid.load(Ordering::SeqCst) != 0 && e.pinned.load(Ordering::SeqCst) & (1 << i) != 0
+        })
+    }
+
+    /// Tells a writer waiting for a slot that one may have become free.
+    pub(super) fn wake_writer(&self) {
+        let h = self.header();
+        if h.writer_waiters.load(Ordering::SeqCst) > 0 {
+            h.released.fetch_add(1, Ordering::SeqCst);
+            futex::wake_all(&h.released);
+        }
+    }
+}
+
+impl Stream {
+    /// Mode of reader entry `i`.
+    pub(crate) fn entry_mode(&self, i: u32) -> ReaderMode {
+        if self.reader(i).mode.load(Ordering::Relaxed) == mode::LOSSLESS { ReaderMode::Lossless } else { ReaderMode::Latest }
+    }
+}

@@ -1,0 +1,263 @@
+//! The write path: take the write lock, claim a slot nobody needs, fill it, publish it.
+//!
+//! A slot may be claimed when it is not the newest frame's slot, no attached handle has it pinned
+//! and every lossless reader has consumed the frame in it. The claim is a store of the `WRITING`
+//! state followed by a re-check of the pin masks (readers set their pin bit and then re-check the
+//! state: with sequentially consistent ordering on both sides at least one of them sees the
+//! other and backs off). Commit stores the new state with release ordering, then `published`,
+//! then bumps the futex word and wakes readers only if some are waiting.
+
+use std::time::Instant;
+
+use super::handle::{now_ns, Stream};
+use super::layout::{published, slot_state, state_seq, unpack_published, WRITING};
+use crate::error::{Error, Result};
+use crate::sync::atomic::Ordering;
+use crate::sync::futex;
+use crate::sync::deadline::{Deadline, WAIT_SLICE};
+use crate::sync::lock::{Acquired, LockError, LockWords};
+
+/// Per-frame values a writer attaches to a frame.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FrameInfo<'a> {
+    /// User frame id; None keeps the previous frame's id.
+    pub frame_id: Option<i64>,
+    /// Metadata bytes (at most the stream's meta_capacity).
+    pub meta: &'a [u8],
+    /// Timestamp in ns since the Unix epoch; None stamps the time of the commit.
+    pub timestamp_ns: Option<u64>,
+}
+
+/// A claimed slot, filled by the caller and then committed. Dropping it without committing
+/// discards the frame: readers never see it. Holds the write lock until dropped.
+pub struct WriteGuard<'s> {
+    stream: &'s Stream,
+    slot: u32,
+    seq: u64,
+    done: bool,
+}
+
+impl Stream {
+    fn lock_words(&self) -> LockWords<'_> {
+        let h = self.header();
+        LockWords {
+            owner: &h.lock_owner,
+            owner_start: &h.lock_owner_start,
+            depth: &h.lock_depth,
+            futex: &h.lock_futex,
+            waiters: &h.lock_waiters,
+            recoveries: &h.lock_recoveries,
+        }
+    }
+
+    /// Takes the cross-process write lock (re-entrant for the calling thread). Returns how it was
+    /// obtained; `Recovered` means its holder had died and any frame it was writing is dropped.
+    pub fn acquire(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Acquired> {
+        let how = self.lock_words().acquire(deadline, check).map_err(|e| self.lock_error(e, Some(deadline)))?;
+        match how {
+            Acquired::Reentrant => {}
+            Acquired::Recovered { .. } => {
+                self.lock_recoveries.fetch_add(1, Ordering::Relaxed);
+                self.repair_abandoned_slots();
+            }
+            Acquired::Fresh => self.repair_abandoned_slots(),
+        }
+        Ok(how)
+    }
+
+    /// Drops one level of the calling thread's lock.
+    pub fn release(&self) -> Result<()> {
+        self.lock_words().release().map_err(|e| self.lock_error(e, None))
+    }
+
+    /// Whether the calling thread holds the write lock.
+    pub fn lock_held(&self) -> bool {
+        self.lock_words().held_by_me()
+    }
+
+    /// Pid of the lock holder, if any.
+    pub fn lock_holder(&self) -> Option<u32> {
+        self.lock_words().holder_pid()
+    }
+
+    fn lock_error(&self, e: LockError, deadline: Option<Deadline>) -> Error {
+        match e {
+            LockError::Timeout => Error::Timeout { name: self.name.clone(), op: "acquire the write lock", seconds: deadline.map_or(0.0, |d| d.seconds()) },
+            LockError::Interrupted => Error::Interrupted,
+            LockError::NotOwner => Error::LockState { name: self.name.clone(), what: "cannot release the write lock: this thread does not hold it" },
+        }
+    }
+
+    /// With the lock freshly taken no frame of ours is in progress: a slot still marked
+    /// `WRITING` was abandoned by a writer that died, and is emptied so it can be reused.
+    fn repair_abandoned_slots(&self) {
+        for i in 0..self.geometry.slot_count {
+            let slot = self.slot(i);
+            if slot.state.load(Ordering::Acquire) & WRITING != 0 {
+                slot.state.store(slot_state(0, false), Ordering::Release);
+                self.header().aborted_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Takes the lock and claims a slot for the next frame, waiting while every candidate slot
+    /// is pinned or unread by a lossless reader.
+    pub fn begin_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<'_>> {
+        self.acquire(deadline, check)?;
+        match self.claim_slot(deadline, check) {
+            Ok((slot, seq)) => Ok(WriteGuard { stream: self, slot, seq, done: false }),
+            Err(e) => {
+                let _ = self.release();
+                Err(e)
+            }
+        }
+    }
+
+    fn claim_slot(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
+        let h = self.header();
+        let mut reaped_at: Option<Instant> = None;
+        loop {
+            let released = h.released.load(Ordering::SeqCst);
+            let (latest, latest_slot) = unpack_published(h.published.load(Ordering::SeqCst));
+            let mut c = self.constraints();
+            loop {
+                let Some((slot, state)) = self.pick_slot(latest, latest_slot, &c) else { break };
+                let desc = self.slot(slot);
+                desc.state.store(state | WRITING, Ordering::SeqCst);
+                if !self.slot_pinned(slot) {
+                    return Ok((slot, latest + 1));
+                }
+                desc.state.store(state, Ordering::SeqCst);
+                c.pinned |= 1 << slot;
+            }
+            // Nothing free: maybe a reader died holding pins or lagging; look at most every 100 ms.
+            if reaped_at.is_none_or(|t| t.elapsed() >= WAIT_SLICE) {
+                reaped_at = Some(Instant::now());
+                if self.reap_dead_readers() > 0 {
+                    continue;
+                }
+            }
+            let Some(slice) = deadline.slice() else {
+                return Err(Error::Timeout { name: self.name.clone(), op: "write (every free slot is pinned by a view or holds a frame a lossless reader has not read)", seconds: deadline.seconds() });
+            };
+            h.writer_waiters.fetch_add(1, Ordering::SeqCst);
+            futex::wait(&h.released, released, slice);
+            h.writer_waiters.fetch_sub(1, Ordering::SeqCst);
+            if !check() {
+                return Err(Error::Interrupted);
+            }
+        }
+    }
+
+    /// The oldest claimable slot and its current state.
+    fn pick_slot(&self, latest: u64, latest_slot: u32, c: &super::readers::Constraints) -> Option<(u32, u64)> {
+        let mut best: Option<(u32, u64)> = None;
+        for i in 0..self.geometry.slot_count {
+            if (latest > 0 && i == latest_slot) || c.pinned & (1 << i) != 0 {
+                continue;
+            }
+            let state = self.slot(i).state.load(Ordering::SeqCst);
+            if state & WRITING != 0 || state_seq(state) > c.min_consumed {
+                continue;
+            }
+            if best.is_none_or(|(_, s)| state_seq(state) < state_seq(s)) {
+                best = Some((i, state));
+            }
+        }
+        best
+    }
+
+    /// Copies one frame into the stream: `data` must be exactly the stream's frame size.
+    pub fn write(&self, data: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+        self.check_frame(data.len(), info)?;
+        let mut guard = self.begin_write(deadline, check)?;
+        guard.payload_mut().copy_from_slice(data);
+        guard.commit(info)
+    }
+
+    /// Checks a frame's size and metadata before anything is claimed.
+    pub fn check_frame(&self, len: usize, info: &FrameInfo<'_>) -> Result<()> {
+        if len as u64 != self.geometry.frame_bytes {
+            return Err(Error::InvalidArgument(format!("stream {:?} takes frames of {} bytes, got {len}", self.name, self.geometry.frame_bytes)));
+        }
+        if info.meta.len() > self.geometry.meta_capacity as usize {
+            return Err(Error::InvalidArgument(format!(
+                "metadata of {} bytes exceeds the stream's meta_capacity of {} bytes; create it with a larger meta_capacity",
+                info.meta.len(),
+                self.geometry.meta_capacity
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl WriteGuard<'_> {
+    /// The slot's frame bytes, to be filled before commit. Readers cannot see them until then.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let len = self.stream.geometry.frame_bytes as usize;
+        // SAFETY: the slot is claimed (state WRITING, we hold the write lock), so no writer
+        // touches it and no reader reads it until commit; the range is inside the mapping.
+        unsafe { std::slice::from_raw_parts_mut(self.stream.payload(self.slot), len) }
+    }
+
+    /// Raw pointer to the payload (for loans that outlive a Rust borrow).
+    pub fn payload_ptr(&self) -> *mut u8 {
+        self.stream.payload(self.slot)
+    }
+
+    /// Sequence number the frame gets when committed.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Slot index being written.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// Publishes the frame with its timestamp, id and metadata; returns its sequence number.
+    pub fn commit(mut self, info: &FrameInfo<'_>) -> Result<u64> {
+        let s = self.stream;
+        s.check_frame(s.geometry.frame_bytes as usize, info)?;
+        let h = s.header();
+        let desc = s.slot(self.slot);
+        // SAFETY: metadata lives after the frame bytes inside this claimed slot's stride
+        // (frame_bytes + meta_capacity <= slot_stride), and check_frame bounded its length.
+        unsafe {
+            std::ptr::copy_nonoverlapping(info.meta.as_ptr(), s.payload(self.slot).add(s.geometry.frame_bytes as usize), info.meta.len());
+        }
+        let frame_id = match info.frame_id {
+            Some(id) => id as u64,
+            None => {
+                let (_, prev) = unpack_published(h.published.load(Ordering::Acquire));
+                if self.seq > 1 { s.slot(prev).frame_id.load(Ordering::Relaxed) } else { 0 }
+            }
+        };
+        desc.timestamp_ns.store(info.timestamp_ns.unwrap_or_else(now_ns), Ordering::Relaxed);
+        desc.frame_id.store(frame_id, Ordering::Relaxed);
+        desc.payload_len.store(s.geometry.frame_bytes, Ordering::Relaxed);
+        desc.meta_len.store(info.meta.len() as u32, Ordering::Relaxed);
+        desc.state.store(slot_state(self.seq, false), Ordering::Release);
+        h.published.store(published(self.seq, self.slot), Ordering::SeqCst);
+        h.frames_written.fetch_add(1, Ordering::Relaxed);
+        h.bytes_written.fetch_add(s.geometry.frame_bytes, Ordering::Relaxed);
+        h.notify.fetch_add(1, Ordering::SeqCst);
+        if h.waiters.load(Ordering::SeqCst) > 0 {
+            futex::wake_all(&h.notify);
+        }
+        self.done = true;
+        let _ = s.release();
+        Ok(self.seq)
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.stream.slot(self.slot).state.store(slot_state(0, false), Ordering::Release);
+            self.stream.header().aborted_writes.fetch_add(1, Ordering::Relaxed);
+            let _ = self.stream.release();
+        }
+    }
+}
+

@@ -1,0 +1,183 @@
+//! Creating, opening and mapping the shared-memory object behind a stream.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::name;
+use crate::error::{Error, Result};
+
+/// An open shared-memory object (file descriptor) with its name.
+pub struct Segment {
+    fd: OwnedFd,
+    name: String,
+}
+
+/// A shared mapping of a segment; unmapped on drop.
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a Mapping is a plain address range of MAP_SHARED memory; it owns no thread-bound state
+// and all concurrent access to its contents goes through atomics or the stream protocol.
+unsafe impl Send for Mapping {}
+// SAFETY: see Send; shared references only expose the raw pointer.
+unsafe impl Sync for Mapping {}
+
+fn io_error(op: &'static str, name: &str, err: io::Error) -> Error {
+    let path = name::path(name);
+    match err.raw_os_error() {
+        Some(libc::ENOENT) => Error::NotFound { name: name.to_owned(), path },
+        Some(libc::EEXIST) => Error::AlreadyExists { name: name.to_owned(), path },
+        Some(code @ (libc::EACCES | libc::EPERM)) => Error::PermissionDenied { op, path, errno: code },
+        _ => Error::Io { op, name: name.to_owned(), path, source: err },
+    }
+}
+
+impl Segment {
+    /// Creates a new segment of `len` bytes with exactly `mode` (applied with fchmod, so the
+    /// umask cannot widen or narrow it) and allocates all of it now, so that a full /dev/shm is
+    /// reported here rather than as SIGBUS on first touch. Fails with AlreadyExists if the name
+    /// is taken. On any failure after creation the name is unlinked again.
+    pub fn create(stream: &str, len: u64, mode: u32) -> Result<Segment> {
+        let cname = c_name(stream)?;
+        // SAFETY: cname is a valid NUL-terminated string; shm_open has no other preconditions.
+        let fd = unsafe {
+            libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600)
+        };
+        if fd < 0 {
+            return Err(io_error("create", stream, io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just returned by shm_open and is owned by nobody else.
+        let seg = Segment { fd: unsafe { OwnedFd::from_raw_fd(fd) }, name: stream.to_owned() };
+        let fail = |e: Error| {
+            let _ = unlink(stream);
+            Err(e)
+        };
+        // SAFETY: fd is a valid open descriptor.
+        if unsafe { libc::fchmod(fd, mode as libc::mode_t) } != 0 {
+            return fail(io_error("set the mode of", stream, io::Error::last_os_error()));
+        }
+        // SAFETY: fd is a valid descriptor of a shared-memory object opened for writing.
+        let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
+        if rc != 0 {
+            let reason = io::Error::from_raw_os_error(rc).to_string();
+            return fail(Error::NoSpace { name: stream.to_owned(), path: name::path(stream), bytes: len, errno: rc, reason });
+        }
+        Ok(seg)
+    }
+
+    /// Opens an existing segment for reading and writing.
+    pub fn open(stream: &str) -> Result<Segment> {
+        let cname = c_name(stream)?;
+        // SAFETY: cname is a valid NUL-terminated string.
+        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io_error("open", stream, io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just returned by shm_open and is owned by nobody else.
+        Ok(Segment { fd: unsafe { OwnedFd::from_raw_fd(fd) }, name: stream.to_owned() })
+    }
+
+    /// Current size of the segment in bytes.
+    pub fn len(&self) -> Result<u64> {
+        // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: the fd is open and st is a valid out pointer.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io_error("stat", &self.name, io::Error::last_os_error()));
+        }
+        Ok(st.st_size as u64)
+    }
+
+    /// Maps `len` bytes from offset 0, readable and writable, shared with other processes.
+    pub fn map(&self, len: usize) -> Result<Mapping> {
+        self.map_range(0, len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// Maps `len` bytes from `offset` (a page multiple) read-only.
+    pub fn map_read_only(&self, offset: u64, len: usize) -> Result<Mapping> {
+        self.map_range(offset, len, libc::PROT_READ)
+    }
+
+    fn map_range(&self, offset: u64, len: usize, prot: libc::c_int) -> Result<Mapping> {
+        if len == 0 {
+            return Err(Error::Corrupt { name: self.name.clone(), path: name::path(&self.name), reason: "zero-length segment".into() });
+        }
+        // SAFETY: mapping a valid fd with a fresh address chosen by the kernel cannot alias any
+        // Rust object; the result is checked for MAP_FAILED.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, self.fd.as_raw_fd(), offset as libc::off_t)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io_error("map", &self.name, io::Error::last_os_error()));
+        }
+        Ok(Mapping { ptr: ptr.cast(), len })
+    }
+
+    /// (device, inode) of the object, to tell a segment from a newer one of the same name.
+    pub fn identity(&self) -> Result<(u64, u64)> {
+        // SAFETY: as in len().
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as in len().
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io_error("stat", &self.name, io::Error::last_os_error()));
+        }
+        Ok((st.st_dev, st.st_ino))
+    }
+
+    /// Owner uid and permission bits of the segment.
+    pub fn owner_and_mode(&self) -> Result<(u32, u32)> {
+        // SAFETY: as in len().
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as in len().
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io_error("stat", &self.name, io::Error::last_os_error()));
+        }
+        Ok((st.st_uid, st.st_mode & 0o7777))
+    }
+}
+
+impl Mapping {
+    /// Start of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (never: zero-length maps are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping created by map_range and not unmapped elsewhere;
+        // every borrower of it holds an Arc of its owner, so nothing uses it after this.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// Removes the name of a stream; processes that have it mapped keep working until they unmap.
+pub fn unlink(stream: &str) -> Result<()> {
+    let cname = c_name(stream)?;
+    // SAFETY: cname is a valid NUL-terminated string.
+    if unsafe { libc::shm_unlink(cname.as_ptr()) } != 0 {
+        return Err(io_error("unlink", stream, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn c_name(stream: &str) -> Result<CString> {
+    name::validate(stream)?;
+    // validate() rejects NUL, so this cannot fail.
+    CString::new(name::shm_name(stream)).map_err(|_| Error::InvalidName { name: stream.to_owned(), reason: "contains NUL" })
+}

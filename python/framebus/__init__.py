@@ -1,0 +1,67 @@
+"""framebus: move frames between processes, into encoders and across machines at memory speed.
+
+>>> import numpy as np, framebus
+>>> with framebus.create("doc-demo", shape=(4, 4), dtype=np.float32) as w:
+...     r = framebus.open("doc-demo")
+...     w.write(np.ones((4, 4), np.float32))
+...     float(r.read_new(timeout=1).sum())
+...     r.close(); w.unlink()
+16.0
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._native import LAYOUT_VERSION, __version__
+from .errors import (
+    CorruptStreamError,
+    FramebusError,
+    IncompatibleStreamError,
+    InsufficientSpaceError,
+    InvalidArgumentError,
+    LockRecoveredWarning,
+    StreamClosedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    StreamNotReadyError,
+    StreamPermissionError,
+    StreamTimeoutError,
+    TooManyReadersError,
+)
+from .info import StreamInfo, gc, list_streams, stat
+from .stream import Publication, Stream, create, open, unlink
+
+
+def gpu_available() -> bool:
+    """Whether GPU streams are available in this build (not yet: CPU streams only)."""
+    return False
+
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "CorruptStreamError",
+    "FramebusError",
+    "IncompatibleStreamError",
+    "InsufficientSpaceError",
+    "InvalidArgumentError",
+    "LockRecoveredWarning",
+    "Publication",
+    "Stream",
+    "StreamClosedError",
+    "StreamExistsError",
+    "StreamInfo",
+    "StreamNotFoundError",
+    "StreamNotReadyError",
+    "StreamPermissionError",
+    "StreamTimeoutError",
+    "TooManyReadersError",
+    "__version__",
+    "create",
+    "errors",
+    "gc",
+    "gpu_available",
+    "list_streams",
+    "open",
+    "stat",
+    "unlink",
+]

@@ -1,0 +1,72 @@
+"""Argument checks and conversions shared by the facade and the native module (slow paths only:
+an array that already matches a stream's spec never comes here)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Sequence, Tuple, Union
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+ShapeLike = Union[int, Sequence[int]]
+
+#: dtype kinds a stream can hold: bool, signed/unsigned integers, floats, complex.
+_KINDS = "biufc"
+
+
+def normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
+    """``shape`` as a tuple of positive ints (1 to 8 dimensions)."""
+    if isinstance(shape, (bool, np.bool_)):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    try:
+        dims = (operator.index(shape),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(d) for d in shape)  # type: ignore[union-attr]
+        except TypeError:
+            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if not 1 <= len(dims) <= 8:
+        raise InvalidArgumentError(f"shape must have 1 to 8 dimensions, got {dims}")
+    if any(d <= 0 for d in dims):
+        raise InvalidArgumentError(f"shape dimensions must be positive, got {dims}")
+    return dims
+
+
+def normalize_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as a NumPy dtype a stream can hold (numbers and bools, no objects/records)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype {dtype!r} is not a NumPy dtype: {exc}") from None
+    if dt.kind not in _KINDS or dt.fields is not None or dt.subdtype is not None:
+        raise InvalidArgumentError(
+            f"unsupported dtype {dt!r}: streams hold bool, integer, float or complex elements"
+        )
+    return dt
+
+
+def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``dtype`` and ``shape`` (a copy), or ValueError /
+    TypeError saying what is wrong. Arrays of another dtype are converted only when NumPy's
+    "same_kind" rule allows it (float64 -> float32 yes, float -> int no)."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - any conversion failure becomes a TypeError
+            raise TypeError(f"cannot convert {type(value).__name__} to an array for stream {name!r}: {exc}") from None
+        if arr.dtype == object:
+            raise TypeError(f"cannot write a {type(value).__name__} to stream {name!r}: it is not numeric array data")
+    if arr.shape != shape:
+        raise InvalidArgumentError(
+            f"stream {name!r} takes frames of shape {shape}, got shape {arr.shape}; nothing was written"
+        )
+    if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+        raise InvalidArgumentError(
+            f"stream {name!r} takes dtype {dtype}, got {arr.dtype} (not a same-kind cast); "
+            f"convert explicitly with .astype({str(dtype)!r}); nothing was written"
+        )
+    return np.ascontiguousarray(arr, dtype=dtype)

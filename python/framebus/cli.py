@@ -1,0 +1,43 @@
+"""The ``framebus`` command line: one subcommand per module in ``framebus.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+#: Subcommands, each a module in framebus.commands with ``HELP``, ``add_arguments(parser)`` and
+#: ``run(args) -> int``. Keep this list in the order ``framebus --help`` shows it.
+COMMANDS = ["demo", "ls", "gc"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="framebus", description="Move frames between processes at memory speed.")
+    parser.add_argument("--version", action="version", version=f"framebus {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"framebus.commands.{name}")
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

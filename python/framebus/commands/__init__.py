@@ -1,0 +1,1 @@
+"""Subcommands of the ``framebus`` CLI (see framebus.cli.COMMANDS)."""

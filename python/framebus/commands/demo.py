@@ -1,0 +1,205 @@
+"""``framebus demo``: a producer process streams synthetic 1080p RGB frames to a consumer
+process through a framebus stream; the terminal shows frames/s, GB/s and latency live."""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import time
+from typing import Any, Dict
+
+HELP = "stream synthetic 1080p RGB frames between two processes and show live throughput and latency"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seconds", type=float, default=5.0, help="how long to run (default 5)")
+    p.add_argument("--width", type=int, default=1920)
+    p.add_argument("--height", type=int, default=1080)
+    p.add_argument("--fps", type=float, default=0.0, help="pace the producer (default: as fast as possible)")
+    p.add_argument("--mode", choices=["lossless", "latest"], default="lossless", help="consumer's reader mode")
+    p.add_argument("--slots", type=int, default=4)
+
+
+def _frames(height: int, width: int, count: int = 8) -> list:
+    import numpy as np
+
+    y = np.linspace(0, 255, height, dtype=np.float32)[:, None]
+    x = np.linspace(0, 255, width, dtype=np.float32)[None, :]
+    out = []
+    for k in range(count):
+        phase = 32.0 * k
+        xs, ys = np.broadcast_arrays(x, y)
+        rgb = np.stack([(xs + phase) % 256, (ys + phase) % 256, ((xs + ys) / 2 + phase) % 256], axis=-1)
+        out.append(rgb.astype(np.uint8))
+    return out
+
+
+def _producer(name: str, seconds: float, fps: float, ready: Any) -> None:
+    import framebus
+
+    with framebus.open(name) as stream:
+        h, w, _ = stream.shape
+        frames = _frames(h, w)
+        ready.wait()
+        period = 1.0 / fps if fps > 0 else 0.0
+        start = time.perf_counter()
+        n = 0
+        while time.perf_counter() - start < seconds:
+            frame = frames[n % len(frames)]
+            stream.write(frame, frame_id=n, timeout=5.0)
+            n += 1
+            if period:
+                delay = start + n * period - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+
+
+def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
+    import numpy as np
+
+    import framebus
+
+    with framebus.open(name, mode=mode) as stream:
+        h, w, c = stream.shape
+        checks = [f[0, :64].copy() for f in _frames(h, w)]
+        out = np.empty(stream.shape, stream.dtype)
+        ready.set()
+        latencies: list = []
+        received = bad = 0
+        last_report = time.perf_counter()
+        while not stop.is_set():
+            try:
+                pub = stream.read_new_publication(timeout=0.2, out=out)
+            except TimeoutError:
+                pub = None
+            now_ns = time.time_ns()
+            if pub is not None:
+                received += 1
+                latencies.append((now_ns - pub.timestamp_ns) / 1e3)
+                if not np.array_equal(out[0, :64], checks[pub.frame_id % len(checks)]):
+                    bad += 1
+            if time.perf_counter() - last_report >= 0.25 or stop.is_set():
+                stats.put({"received": received, "latencies": latencies, "corrupt": bad, "missed": stream.total_missed})
+                latencies = []
+                last_report = time.perf_counter()
+        stats.put({"received": received, "latencies": latencies, "corrupt": bad, "missed": stream.total_missed, "done": True})
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    import framebus
+
+    name = f"demo-{os.getpid()}"
+    shape = (args.height, args.width, 3)
+    frame_bytes = int(np.prod(shape))
+    ctx = mp.get_context("spawn")
+    stream = framebus.create(name, shape=shape, dtype=np.uint8, slots=args.slots)
+    procs = []
+    try:
+        ready, stop, stats = ctx.Event(), ctx.Event(), ctx.Queue()
+        consumer = ctx.Process(target=_consumer, args=(name, args.mode, stats, ready, stop), daemon=True)
+        producer = ctx.Process(target=_producer, args=(name, args.seconds, args.fps, ready), daemon=True)
+        procs = [consumer, producer]
+        consumer.start()
+        producer.start()
+        summary = _display(args, stats, producer, stop, frame_bytes, shape)
+    finally:
+        stop_all = [p for p in procs if p.is_alive()]
+        for p in stop_all:
+            p.join(timeout=3)
+            if p.is_alive():
+                p.kill()
+        stream.unlink()
+    return 0 if summary.get("corrupt", 0) == 0 and summary.get("received", 0) > 0 else 1
+
+
+def _percentiles(lat: list) -> Dict[str, float]:
+    import numpy as np
+
+    if not lat:
+        return {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    a = np.asarray(lat)
+    return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, frame_bytes: int, shape: tuple) -> Dict[str, Any]:
+    import queue
+
+    received = corrupt = missed = 0
+    all_lat: list = []
+    window: list = []
+    start = time.perf_counter()
+    title = f"framebus demo: {shape[1]}x{shape[0]} RGB, {args.mode} reader, {args.slots} slots"
+
+    def snapshot() -> Dict[str, Any]:
+        elapsed = max(time.perf_counter() - start, 1e-9)
+        fps = received / elapsed
+        pct = _percentiles(window[-2000:] or all_lat[-2000:])
+        return {"elapsed": elapsed, "fps": fps, "gbps": fps * frame_bytes / 1e9, "received": received, "corrupt": corrupt, "missed": missed, **pct}
+
+    def drain(block: float) -> bool:
+        nonlocal received, corrupt, missed, window
+        done = False
+        try:
+            while True:
+                msg = stats.get(timeout=block)
+                block = 0
+                received = msg["received"]
+                corrupt = msg["corrupt"]
+                missed = msg["missed"]
+                window = (window + msg["latencies"])[-4000:]
+                all_lat.extend(msg["latencies"])
+                done = done or msg.get("done", False)
+        except queue.Empty:
+            pass
+        return done
+
+    try:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.table import Table
+        from rich.console import Group
+    except ImportError:
+        Live = None  # type: ignore[assignment]
+
+    def table(s: Dict[str, Any]) -> Any:
+        t = Table(title=title, expand=False)
+        for col in ("frames", "frames/s", "GB/s", "latency p50", "latency p99", "missed", "corrupt"):
+            t.add_column(col, justify="right")
+        t.add_row(
+            f"{s['received']}", f"{s['fps']:.0f}", f"{s['gbps']:.2f}", f"{s['p50']:.0f} µs", f"{s['p99']:.0f} µs", f"{s['missed']}", f"{s['corrupt']}"
+        )
+        return t
+
+    if Live is not None:
+        progress = Progress(TextColumn("streaming"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
+        task = progress.add_task("run", total=args.seconds)
+        with Live(Group(progress, table(snapshot())), refresh_per_second=8, console=Console()) as live:
+            while producer.is_alive():
+                drain(0.25)
+                progress.update(task, completed=min(time.perf_counter() - start, args.seconds))
+                live.update(Group(progress, table(snapshot())))
+            stop.set()
+            deadline = time.perf_counter() + 3
+            while not drain(0.2) and time.perf_counter() < deadline:
+                pass
+            progress.update(task, completed=args.seconds)
+            window = all_lat
+            final = snapshot()
+            live.update(Group(progress, table(final)))
+    else:
+        while producer.is_alive():
+            drain(0.5)
+            s = snapshot()
+            print(f"{s['elapsed']:5.1f}s  {s['fps']:7.0f} frames/s  {s['gbps']:5.2f} GB/s  p50 {s['p50']:.0f} µs  p99 {s['p99']:.0f} µs")
+        stop.set()
+        deadline = time.perf_counter() + 3
+        while not drain(0.2) and time.perf_counter() < deadline:
+            pass
+        window = all_lat
+        final = snapshot()
+        print(f"total {final['received']} frames, {final['fps']:.0f} frames/s, {final['gbps']:.2f} GB/s, missed {final['missed']}, corrupt {final['corrupt']}")
+    return final

@@ -1,0 +1,66 @@
+"""Listing streams and removing stale ones."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _native
+
+__all__ = ["StreamInfo", "list_streams", "stat", "gc"]
+
+
+class StreamInfo(str):
+    """A stream's name (it *is* the name, so code written for pyshmem's ``list_streams()``
+    returning strings keeps working) with what ``framebus ls`` shows as attributes."""
+
+    path: str
+    dtype: Optional[str]
+    shape: Optional[Tuple[int, ...]]
+    slots: Optional[int]
+    frame_bytes: Optional[int]
+    total_bytes: int
+    creator_pid: int
+    creator_alive: bool
+    attached: int
+    lossless: int
+    sequence: int
+    frames_written: int
+    bytes_written: int
+    lock_holder: Optional[int]
+    problem: Optional[str]
+    stale: bool
+
+    def __new__(cls, info: Dict[str, Any]) -> "StreamInfo":
+        self = super().__new__(cls, info["name"])
+        for key, value in info.items():
+            if key == "name":
+                continue
+            if key == "shape" and value is not None:
+                value = tuple(value)
+            object.__setattr__(self, key, value)
+        return self
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The fields as a plain dict (for JSON)."""
+        return {k: v for k, v in vars(self).items()}
+
+
+def list_streams() -> List[StreamInfo]:
+    """Every framebus stream in /dev/shm that this user can read, sorted by name."""
+    return [StreamInfo(d) for d in _native.list_info()]
+
+
+def stat(name: str) -> StreamInfo:
+    """What ``framebus ls`` knows about one stream, without attaching to it.
+    Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
+    return StreamInfo(_native.stream_info(name))
+
+
+def gc(*, dry_run: bool = False) -> List[str]:
+    """Removes stale streams (creator dead and no live process attached, or never initialised
+    by a creator that died) and returns their names. Live streams are never removed."""
+    return list(_native.gc(dry_run=dry_run))

@@ -1,0 +1,235 @@
+"""The ``Stream`` class: the native handle plus the parts that read better in Python (context
+managers, pickling, iteration, repr). Hot calls (write, read, read_new, read_into) go straight to
+the native methods without a Python layer in between."""
+
+from __future__ import annotations
+
+import operator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+from . import _native
+from ._convert import ShapeLike, normalize_dtype, normalize_shape
+from .errors import InvalidArgumentError, StreamPermissionError
+
+__all__ = ["Stream", "Publication", "create", "open", "unlink"]
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A frame and what was published with it, read together (never mixed across frames).
+
+    ``payload`` is an independent copy. ``count`` is the frame's sequence number (1 for the
+    first frame), ``write_time`` its wall-clock time in seconds, ``timestamp_ns`` the same in
+    nanoseconds, ``meta`` the writer's metadata bytes, ``missed_publications`` the frames this
+    handle skipped before it (latest mode)."""
+
+    payload: np.ndarray
+    count: int
+    frame_id: int
+    write_time: float
+    timestamp_ns: int
+    meta: bytes
+    missed_publications: int = 0
+
+    @property
+    def seq(self) -> int:
+        """Alias of ``count``."""
+        return self.count
+
+
+class Stream(_native.Stream):
+    """A handle on a named shared-memory stream of frames. See ``framebus.create`` and
+    ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``."""
+
+    _readonly = False
+
+    # -- locking ---------------------------------------------------------------------------
+    @contextmanager
+    def locked(self, timeout: Optional[float] = None) -> Iterator["Stream"]:
+        """Holds the cross-process write lock for the ``with`` block and yields this handle.
+        Raises TimeoutError (StreamTimeoutError) if it cannot be taken within ``timeout``."""
+        self.acquire(timeout)
+        try:
+            yield self
+        finally:
+            self.release()
+
+    # -- reads with their publication info --------------------------------------------------
+    def read_publication(self, *, out: Optional[np.ndarray] = None, safe: bool = True) -> Publication:
+        """The newest frame (copied, into ``out`` if given) with its sequence, time, id and
+        metadata, read as one snapshot."""
+        arr, seq, ts, fid, meta = self._read_info(out=out)
+        return Publication(arr, seq, fid, ts / 1e9, ts, meta, 0)
+
+    def read_new_publication(
+        self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True
+    ) -> Publication:
+        """Like ``read_new`` but returns a :class:`Publication`."""
+        arr, seq, ts, fid, meta = self._read_new_info(timeout=timeout, out=out)
+        return Publication(arr, seq, fid, ts / 1e9, ts, meta, self.missed)
+
+    def frames(self, timeout: Optional[float] = None, *, out: Optional[np.ndarray] = None) -> Iterator[Publication]:
+        """Yields every new frame as a :class:`Publication` (copies; into ``out`` if given),
+        until the handle is closed or no frame arrives within ``timeout`` (then it returns)."""
+        from .errors import StreamClosedError
+
+        while True:
+            try:
+                yield self.read_new_publication(timeout=timeout, out=out)
+            except (TimeoutError, StreamClosedError):
+                return
+
+    # -- pyshmem-compatible names ----------------------------------------------------------
+    @property
+    def count(self) -> int:
+        """Number of frames written (the newest frame's sequence number)."""
+        return self.write_sequence
+
+    @property
+    def missed_writes(self) -> int:
+        """pyshmem name of ``missed``."""
+        return self.missed
+
+    @property
+    def total_missed_writes(self) -> int:
+        """pyshmem name of ``total_missed``."""
+        return self.total_missed
+
+    @property
+    def readonly(self) -> bool:
+        """Whether this handle refuses writes (``open(..., readonly=True)``)."""
+        return self._readonly
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self, *, timeout: float = 5.0) -> None:  # type: ignore[override]
+        """Detaches this handle (idempotent). The stream stays until unlinked; waits blocked
+        on this handle in other threads stop with StreamClosedError. ``timeout`` is accepted
+        for pyshmem compatibility; closing never waits."""
+        super().close()
+
+    def unlink(self) -> None:  # type: ignore[override]
+        """Removes the stream's name and closes this handle. Other handles keep working until
+        they close. A newer stream created under the same name is left alone."""
+        if self._readonly:
+            raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot unlink it")
+        if not self.closed:
+            super().unlink()
+        self.close()
+
+    def delete(self) -> None:
+        """Alias of :meth:`unlink`."""
+        self.unlink()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        # Pickles by name: the receiving process opens its own handle (multiprocessing spawn).
+        return (_reopen, (self.name, self.mode, self._readonly))
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return f"<framebus.Stream {self.name!r} closed>"
+        return (
+            f"<framebus.Stream {self.name!r} shape={self.shape} dtype={self.dtype} slots={self.slots} "
+            f"mode={self.mode} seq={self.write_sequence} attached={self.ownercount}>"
+        )
+
+
+class _ReadOnlyStream(Stream):
+    """A handle that refuses writes, clears, the write lock and unlink (pyshmem's readonly)."""
+
+    _readonly = True
+
+    def _refuse(self, what: str) -> None:
+        raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot {what}")
+
+    def write(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._refuse("write")
+
+    def clear(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._refuse("clear")
+
+    def acquire(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._refuse("take the write lock")
+
+
+def _reopen(name: str, mode: str, readonly: bool) -> Stream:
+    return open(name, mode=mode, readonly=readonly)
+
+
+def create(
+    name: str,
+    *,
+    shape: ShapeLike,
+    dtype: Any = np.float32,
+    size: Optional[int] = None,
+    slots: int = 4,
+    meta_capacity: int = 256,
+    max_readers: int = 64,
+    mode: int = 0o600,
+    exist_ok: bool = False,
+    gpu_device: Any = None,
+    cpu_mirror: Optional[bool] = None,
+) -> Stream:
+    """Creates the stream ``name``: a ring of ``slots`` frames of ``shape`` and ``dtype`` in
+    /dev/shm/framebus.<name>, fully allocated now, with permission bits ``mode`` (0o600 by
+    default, whatever the umask). Returns a handle that can write and read.
+
+    ``size`` (bytes per frame) is an optional cross-check, as in pyshmem. ``meta_capacity`` is
+    the metadata bytes each frame can carry; ``max_readers`` the handles that may be attached at
+    once. With ``exist_ok=True`` an existing stream of the same spec is opened, and a stale one
+    (creator dead, nobody attached) is replaced.
+
+    Raises StreamExistsError (FileExistsError), ValueError for a bad name/shape/dtype/size,
+    TypeError for arguments of the wrong type, InsufficientSpaceError (OSError, ENOSPC) when
+    /dev/shm is too small, PermissionError.
+    """
+    if gpu_device is not None or cpu_mirror:
+        raise InvalidArgumentError(
+            "GPU streams (gpu_device=, cpu_mirror=) are not available in this version of framebus; "
+            "create a CPU stream and copy tensors with tensor.cpu().numpy()"
+        )
+    dims = normalize_shape(shape)
+    dt = normalize_dtype(dtype)
+    nbytes = int(np.prod(dims, dtype=object)) * dt.itemsize
+    if size is not None and operator.index(size) != nbytes:
+        raise InvalidArgumentError(
+            f"size={size} does not match shape {dims} and dtype {dt} ({nbytes} bytes); omit size or fix it"
+        )
+    for label, value in (("slots", slots), ("meta_capacity", meta_capacity), ("max_readers", max_readers), ("mode", mode)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{label} must be an int, got {value!r}")
+        if value < 0 or value > 0xFFFFFFFF:
+            raise InvalidArgumentError(f"{label} is out of range: {value}")
+    spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok))
+    return Stream(name, create=spec)
+
+
+def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None) -> Stream:  # noqa: A001
+    """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
+    ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
+    ``"lossless"`` (the writer never overwrites a frame this handle has not read; it waits, and
+    its ``write(timeout=)`` raises TimeoutError instead). ``readonly=True`` refuses writes.
+
+    Raises StreamNotFoundError (FileNotFoundError) when there is no such stream,
+    IncompatibleStreamError / CorruptStreamError (ValueError) for a segment it cannot read,
+    PermissionError, TooManyReadersError when the stream's reader table is full.
+    """
+    if gpu_device not in (None, False):
+        raise InvalidArgumentError("GPU streams are not available in this version of framebus")
+    cls = _ReadOnlyStream if readonly else Stream
+    return cls(name, mode=mode)
+
+
+def unlink(name: str) -> None:
+    """Removes the stream ``name``. Handles that have it open keep working until closed.
+    Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
+    _native.unlink(name)
