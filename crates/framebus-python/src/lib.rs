@@ -6,6 +6,8 @@ use pyo3::types::PyDict;
 
 mod array;
 mod errors;
+mod frame;
+mod loan;
 mod stream;
 
 use errors::CoreError;
@@ -73,6 +75,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
     m.add_class::<stream::PyStream>()?;
+    m.add_class::<frame::PyFrame>()?;
+    m.add_class::<loan::PyLoan>()?;
     m.add_function(wrap_pyfunction!(unlink, m)?)?;
     m.add_function(wrap_pyfunction!(stream_names, m)?)?;
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;

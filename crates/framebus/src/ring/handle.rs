@@ -2,7 +2,7 @@
 //! for the shared structs, and closing.
 
 use std::sync::atomic::AtomicU64 as LocalU64;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::layout::{self, Geometry, Header, ReaderEntry, SlotDesc, HEADER_BYTES, MAGIC, READY, VERSION};
@@ -57,6 +57,8 @@ pub struct Stream {
     pub(super) missed_total: LocalU64,
     /// Times this handle took over a lock whose holder had died.
     pub(super) lock_recoveries: LocalU64,
+    /// Read-only mapping of the payloads, for views (made on first use).
+    pub(super) ro_payloads: OnceLock<Mapping>,
 }
 
 impl Stream {
@@ -221,6 +223,7 @@ impl Stream {
             missed_last: LocalU64::new(0),
             missed_total: LocalU64::new(0),
             lock_recoveries: LocalU64::new(0),
+            ro_payloads: OnceLock::new(),
         };
         if let Some(mode) = mode {
             s.entry = s.register(mode)?;

@@ -130,12 +130,9 @@ impl Stream {
         c
     }
 
-    /// Whether any attached handle has slot `i` pinned (checked after claiming it).
-    pub(super) fn slot_pinned(&self, i: u32) -> bool {
-        (0..self.readers_hwm()).any(|r| {
-            let e = self.reader(r);
-            e.pid.load(Ordering::SeqCst) != 0 && e.pinned.load(Ordering::SeqCst) & (1 << i) != 0
-        })
+    /// Pin masks of all entries that may be in use.
+    pub(super) fn pin_masks(&self) -> impl Iterator<Item = &crate::sync::atomic::AtomicU64> + '_ {
+        (0..self.readers_hwm()).map(|r| &self.reader(r).pinned)
     }
 
     /// Tells a writer waiting for a slot that one may have become free.
