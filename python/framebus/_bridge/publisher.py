@@ -293,9 +293,11 @@ class Publisher(Bridge):
         wire = len(payload) if isinstance(payload, bytes) else nbytes
         keep = self.mode == "lossless"
         sent = False
+        self.last_seq = seq
         for peer in peers:
             if peer.last_sent_seq and seq > peer.last_sent_seq + 1:
                 peer.dropped += seq - peer.last_sent_seq - 1
+                self.dropped = self.dropped_by_gone_peers + sum(p.dropped for p in self._peers.values())
             peer.last_sent_seq = seq
             peer.inflight.append((self._src_ino, seq, header, payload if keep else None))
             if self._send(peer, [header, payload]):
@@ -304,7 +306,6 @@ class Publisher(Bridge):
         if sent:
             self.frames += 1
             self.bytes += nbytes
-            self.last_seq = seq
             self.state = "running"
 
     def _send(self, peer: _Peer, parts: List[Any]) -> bool:

@@ -124,7 +124,7 @@ class Subscriber(Bridge):
                     "that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both sides use matching keys"
                 )
             self._maybe_hello(now)
-            self._receive(min(SLICE_S, deadline - now))
+            self._receive(min(SLICE_S, deadline - now), until_connected=True)
 
     def _cleanup(self) -> None:
         sock = self._sock
@@ -178,8 +178,10 @@ class Subscriber(Bridge):
         self._said = time.monotonic()
         return True
 
-    def _receive(self, timeout: float) -> None:
-        """Waits up to ``timeout`` s for a message and handles what has arrived."""
+    def _receive(self, timeout: float, *, until_connected: bool = False) -> None:
+        """Waits up to ``timeout`` s for a message and handles what has arrived (only up to
+        the WELCOME when ``until_connected``: frames are left for the loop, so subscribe()
+        returns before any local backpressure can hold it)."""
         sock = self._sock
         if not sock.poll(max(0, int(timeout * 1000)), zmq.POLLIN):
             return
@@ -190,7 +192,7 @@ class Subscriber(Bridge):
                 return
             self._heard = time.monotonic()
             self._handle(parts)
-            if self._stop.is_set():
+            if self._stop.is_set() or (until_connected and self.connected):
                 return
 
     def _handle(self, parts: Any) -> None:
