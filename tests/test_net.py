@@ -512,7 +512,7 @@ def test_cli_publish_and_subscribe(names, tmp_path):
             for p in (sub, pub):
                 p.send_signal(signal.SIGTERM)
                 out, _ = p.communicate(timeout=BOUND)
-                assert p.returncode == 0 and "stopped: 1 frames" in out
+                assert p.returncode == 0 and "stopped: 1 frames" in out, (p.args, out)
         finally:
             for p in (sub, pub):
                 p.kill()

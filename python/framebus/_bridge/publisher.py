@@ -227,7 +227,11 @@ class Publisher(Bridge):
                     frame = src.view(timeout=0)
                 except TimeoutError:
                     return None
-                return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, frame.array, frame)
+                # Lossless: only the frame the reader saw at open; a newer one comes in order
+                # through wait_view (sending it now would skip the frames before it).
+                if self.mode == "latest" or frame.seq == src.last_seq:
+                    return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, frame.array, frame)
+                frame.release()
         try:
             if not self._views:
                 pub = src.read_new_publication(timeout=SLICE_S)
@@ -392,7 +396,7 @@ class Publisher(Bridge):
         peer = self._peers.get(identity)
         if peer is None:
             peer = self._peers[identity] = _Peer(identity, str(body.get("name", "")), window, now)
-            self._refresh = True
+            self._refresh = self.mode == "latest"  # a newcomer gets the current frame at once
         else:
             self.reconnects += 1
         peer.window, peer.last_heard, peer.unreachable = window, now, False

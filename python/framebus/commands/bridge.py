@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import time
+import threading
 from typing import Any
 
 HELP = "bridge streams across machines over ZeroMQ: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from .. import net
     from ..errors import FramebusError
 
-    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the bridge cleanly, like Ctrl-C
+    stop = threading.Event()
+    _on_signals(stop)
     common = dict(hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout)
     try:
         if args.action == "publish":
@@ -85,10 +86,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     what = f"{args.name} -> {bridge.endpoint}" if args.action == "publish" else f"{bridge.endpoint} -> {args.name}"
     print(f"framebus bridge {args.action}: {what} ({bridge.mode or 'publisher'} mode); Ctrl-C to stop", flush=True)
-    try:
-        _watch(bridge, quiet=args.quiet or not sys.stdout.isatty())
-    except KeyboardInterrupt:
-        pass
+    _watch(bridge, stop, quiet=args.quiet or not sys.stdout.isatty())
     try:
         bridge.stop()
     except Exception as exc:  # noqa: BLE001 - the bridge's own error, reported to the user
@@ -99,16 +97,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+def _on_signals(stop: threading.Event) -> None:
+    """The first Ctrl-C / SIGTERM asks for a clean stop (BYE to the other end, local stream
+    removed); a second one quits at once."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _row(s: Any) -> list:
     return [s.state, str(s.peers), str(s.frames), f"{s.fps:.1f}", f"{s.bytes_per_s / 1e6:.1f}", str(s.dropped), str(s.last_seq)]
 
 
-def _watch(bridge: Any, *, quiet: bool) -> None:
-    """Shows the bridge's state until it stops: a live rich table, or one line per change."""
+def _watch(bridge: Any, stop: threading.Event, *, quiet: bool) -> None:
+    """Shows the bridge's state until it stops or ``stop`` is set: a live rich table, or one
+    line per change."""
     cols = ["state", "peers", "frames", "fps", "MB/s", "dropped", "source seq"]
     try:
         from rich.live import Live
@@ -117,12 +125,11 @@ def _watch(bridge: Any, *, quiet: bool) -> None:
         quiet = True
     if quiet:
         last = None
-        while bridge.running:
+        while bridge.running and not stop.wait(0.25):
             state = bridge.stats.state
             if state != last:
                 print(f"state: {state}", flush=True)
                 last = state
-            time.sleep(0.25)
         return
 
     def table() -> Any:
@@ -133,6 +140,5 @@ def _watch(bridge: Any, *, quiet: bool) -> None:
         return t
 
     with Live(table(), refresh_per_second=2, transient=False) as live:
-        while bridge.running:
-            time.sleep(0.5)
+        while bridge.running and not stop.wait(0.5):
             live.update(table())
