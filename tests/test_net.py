@@ -520,3 +520,18 @@ def test_cli_publish_and_subscribe(names, tmp_path):
         assert not os.path.exists(f"/dev/shm/framebus.{dst_name}")
         src.unlink()
     assert not [r for r in _status.bridges() if r["stream"] in (src_name, dst_name)]
+
+
+def test_w5_bridge_benchmark_runs(tmp_path):
+    """The benchmark itself (tiny frames, a fraction of a second): it runs and reports all systems."""
+    bench = os.path.join(os.path.dirname(__file__), "..", "benches", "w5_bridge.py")
+    out = tmp_path / "w5.json"
+    proc = subprocess.run(
+        [sys.executable, bench, "--shape", "16x16x3", "--seconds", "0.3", "--trials", "1", "--fps", "0", "--json", str(out)],
+        capture_output=True, text=True, timeout=BOUND * 4,
+    )
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(out.read_text())["runs"]
+    assert {r["system"] for r in runs} == {"pyzmq", "framebus latest", "framebus lossless"}
+    assert all(r["received"] > 0 for r in runs)
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith("framebus.w5net-")]
