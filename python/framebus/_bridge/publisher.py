@@ -110,8 +110,8 @@ class Publisher(Bridge):
         self.compress = codec.parse(compress)
         super().__init__(stream_name, check_endpoint(endpoint, bind=True), mode, status)
         self._curve = (curve_certificate, curve_location)
-        self._ctx: Optional[zmq.Context] = None
-        self._sock: Optional[zmq.Socket] = None
+        self._ctx: Any = None  # zmq.Context once set up
+        self._sock: Any = None  # zmq.Socket once set up
         self._auth: Any = None
         self._src: Any = None
         self._src_path = ""
@@ -123,6 +123,8 @@ class Publisher(Bridge):
         self.epoch = secrets.randbits(63) or 1
         self.dropped_by_gone_peers = 0
         self.bad_messages = 0
+        #: Large frames copied because too many slots were pinned already (latest mode).
+        self.copied = 0
         self.source_missed = 0
 
     # -- set-up and tear-down ----------------------------------------------------------------
@@ -171,7 +173,7 @@ class Publisher(Bridge):
         for _ in range(5):
             path = _stat(self.stream_name).path
             ino = os.stat(path).st_ino
-            src = _stream.open(self.stream_name, mode=self.mode)
+            src = _stream.open(self.stream_name, mode=str(self.mode))
             try:
                 if os.stat(path).st_ino == ino:
                     break
@@ -251,6 +253,7 @@ class Publisher(Bridge):
             payload = zmq.Frame(arr, copy=False)  # our own copy already (no views): no pin
         elif nbytes < self.copy_threshold or not self._pin_budget():
             payload = arr.tobytes()
+            self.copied += nbytes >= self.copy_threshold
         else:
             payload = zmq.Frame(arr, copy=False, track=self.mode == "latest")
             if self.mode == "latest":
@@ -258,6 +261,20 @@ class Publisher(Bridge):
         if frame is not None:
             frame.release()  # the array (held by the zmq.Frame, if any) keeps the slot pinned
         return seq, ts, fid, meta, payload, flags, nbytes
+
+    def _pins_full(self) -> bool:
+        """Latest mode, zero-copy frames: when every slot we may pin is still being sent,
+        waits (up to SLICE_S) for the oldest send to finish rather than copy the next frame;
+        a frame that is not taken now is replaced by a newer one, so waiting costs nothing."""
+        if self.mode != "latest" or not self._views or self._compressor is not None or not self._pin_cap:
+            return False
+        if self._src.size < self.copy_threshold or self._pin_budget():
+            return False
+        try:
+            self._pins[0].wait(SLICE_S)
+        except zmq.NotDone:
+            return True
+        return False
 
     def _pin_budget(self) -> bool:
         if self.mode == "lossless":
@@ -280,6 +297,8 @@ class Publisher(Bridge):
             blocked = not ready if self.mode == "latest" else (not self._peers or len(ready) < len(self._peers))
             if blocked:
                 self._serve(SLICE_S)
+                continue
+            if self._pins_full():
                 continue
             got = self._take()
             if got is not None:

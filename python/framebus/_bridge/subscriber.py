@@ -11,7 +11,6 @@ until a publisher (the same or a restarted one) answers.
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket as _socket
 import time
@@ -81,12 +80,12 @@ class Subscriber(Bridge):
         super().__init__(local_name, check_endpoint(endpoint, bind=False), mode, status)
         self.requested_mode = mode
         self._curve = (curve_certificate, curve_server_certificate)
-        self._ctx: Optional[zmq.Context] = None
-        self._sock: Optional[zmq.Socket] = None
+        self._ctx: Any = None  # zmq.Context once set up
+        self._sock: Any = None  # zmq.Socket once set up
         self._stream: Any = None
         self._owned = False
         self._decompressor: Optional[codec.Decompressor] = None
-        self.epoch = 0
+        self.epoch: Any = 0
         self.connected = False
         self.publisher_host = ""
         self._source_id = 0
@@ -283,7 +282,7 @@ class Subscriber(Bridge):
     def _fill(self, arr: np.ndarray, h: P.FrameHeader, data: memoryview) -> None:
         dst = arr.reshape(-1).view(np.uint8)
         if h.flags & P.F_ZSTD:
-            self._decompress(data, memoryview(dst))
+            self._decompress(data, dst.data)
         else:
             np.copyto(dst, np.frombuffer(data, np.uint8))
 
@@ -299,7 +298,7 @@ class Subscriber(Bridge):
         """Fallback without loans: one copy through write()."""
         if h.flags & P.F_ZSTD:
             buf = np.empty(s.shape, s.dtype)
-            self._decompress(data, memoryview(buf.reshape(-1).view(np.uint8)))
+            self._decompress(data, buf.reshape(-1).view(np.uint8).data)
         else:
             buf = np.frombuffer(data, s.dtype).reshape(s.shape)
         try:
@@ -346,7 +345,7 @@ class Subscriber(Bridge):
                 info = _stat(name)
             except FileNotFoundError:
                 continue
-            same = info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape) and (info.meta_capacity or 0) >= meta_capacity
+            same = info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape) and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
             if info.creator_alive and not info.stale:
                 if not same:
                     raise SpecMismatchError(
