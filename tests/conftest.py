@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,14 +123,14 @@ class Child:
     the child is read here with :meth:`expect` / :meth:`line`; :meth:`send` writes a line the
     child reads with ``hear()``."""
 
-    def __init__(self, code: str, *, env: Optional[Dict[str, str]] = None, preexec_fn=None):
+    def __init__(self, code: str, *, env: Optional[Dict[str, str]] = None, preexec_fn=None, wrap: Optional[List[str]] = None):
         full_env = dict(os.environ)
         full_env["PYTHONUNBUFFERED"] = "1"
         full_env["PYTHONFAULTHANDLER"] = "1"
         if env:
             full_env.update(env)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+            (wrap or []) + [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -236,6 +237,19 @@ class Child:
                 break
             out.append(got)
         return out
+
+
+def private_shm_wrapper(size: str = "64m") -> Optional[List[str]]:
+    """A command prefix that runs a child with its own empty /dev/shm (a tmpfs of ``size`` in a
+    private mount namespace), so that it can run ``gc`` or fill /dev/shm without touching other
+    sessions' segments; None where that is not possible (not root, no unshare)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return None
+    script = f"mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$@\""
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-m", "sh", "-c", script, "sh"]
 
 
 @pytest.fixture
