@@ -20,7 +20,7 @@ import framebus
 from framebus import errors
 
 import mp_targets
-from conftest import CHILD_TIMEOUT, segment_path, shm_entries
+from conftest import CHILD_TIMEOUT, private_shm_wrapper, segment_path, shm_entries
 
 BAD_NAMES = ["", ".x", ".hidden", "a/b", "/abs", "..", "../etc", "a\0b", "x" * 201, "a b", " a", "tab\t", "é", "a:b", "a*b"]
 
@@ -439,6 +439,33 @@ def test_dev_shm_too_small_is_a_clear_error_not_sigbus(name, spawn):
     child.expect("alive")
     child.finish()
     assert not os.path.exists(segment_path(name))
+
+
+def test_full_dev_shm_is_a_clear_error_and_existing_streams_keep_working(spawn):
+    """In a private 16 MiB /dev/shm: a stream that does not fit any more fails at create() with
+    InsufficientSpaceError and leaves nothing behind; the streams already there keep working
+    (no SIGBUS, because they were fully allocated when created)."""
+    wrap = private_shm_wrapper("16m")
+    if wrap is None:
+        pytest.skip("needs root and unshare for a private /dev/shm")
+    child = spawn(
+        """
+        a = framebus.create("fill-a", shape=(5 << 20,), dtype=np.uint8, slots=2)
+        try:
+            framebus.create("fill-b", shape=(5 << 20,), dtype=np.uint8, slots=2)
+            say("created")
+        except framebus.InsufficientSpaceError as e:
+            say("ENOSPC", e.errno, "fill-b" in str(e), "/dev/shm" in str(e))
+        say("left", sorted(os.listdir("/dev/shm")))
+        a.write(np.full(5 << 20, 7, np.uint8))
+        say("read", int(a.read()[-1]))
+        """,
+        wrap=wrap,
+    )
+    assert child.line() == f"ENOSPC {errno.ENOSPC} True True"
+    assert child.line() == "left ['framebus.fill-a']"
+    assert child.line() == "read 7"
+    child.finish()
 
 
 # -- damaged segments ------------------------------------------------------------------------
