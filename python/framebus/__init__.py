@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from . import errors
-from ._native import LAYOUT_VERSION, __version__
+from ._native import LAYOUT_VERSION, Frame, Loan, __version__
 from .errors import (
     CorruptStreamError,
     FramebusError,
@@ -40,10 +40,12 @@ def gpu_available() -> bool:
 __all__ = [
     "LAYOUT_VERSION",
     "CorruptStreamError",
+    "Frame",
     "FramebusError",
     "IncompatibleStreamError",
     "InsufficientSpaceError",
     "InvalidArgumentError",
+    "Loan",
     "LockRecoveredWarning",
     "Publication",
     "Stream",
