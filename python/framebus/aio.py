@@ -81,10 +81,15 @@ class _Waiter:
         with self._lock:
             keep = []
             for loop, fut, after in self._pending:
-                if which(after):
-                    loop.call_soon_threadsafe(_settle, fut, value, exc)
-                else:
+                if fut.done():
+                    continue
+                if not which(after):
                     keep.append((loop, fut, after))
+                    continue
+                try:
+                    loop.call_soon_threadsafe(_settle, fut, value, exc)
+                except RuntimeError:  # the awaiting loop has been closed meanwhile
+                    pass
             self._pending = keep
 
 
