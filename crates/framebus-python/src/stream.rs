@@ -46,6 +46,9 @@ pub fn deadline(py: Python<'_>, timeout: Option<f64>) -> PyResult<Deadline> {
     }
 }
 
+/// (seq, timestamp_ns, frame_id, meta) of a frame read with its record.
+type FrameRecord = (u64, u64, i64, Vec<u8>);
+
 /// Metadata bytes of a write: bytes are borrowed, other buffers are copied.
 enum Meta<'py> {
     Borrowed(Bound<'py, PyBytes>),
@@ -127,7 +130,7 @@ impl PyStream {
         out: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
         with_info: bool,
-    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<(u64, u64, i64, Vec<u8>)>)> {
+    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<FrameRecord>)> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let arr = match out {
@@ -163,7 +166,7 @@ impl PyStream {
     }
 }
 
-fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<(u64, u64, i64, Vec<u8>)>) -> PyResult<Bound<'py, PyTuple>> {
+fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
     let (seq, ts, fid, meta) = info.unwrap_or_default();
     (arr, seq, ts, fid, PyBytes::new(py, &meta)).into_pyobject(py)
 }

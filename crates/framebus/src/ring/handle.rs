@@ -165,7 +165,7 @@ impl Stream {
         let deadline = Instant::now() + OPEN_READY_TIMEOUT;
         // The creator sizes the segment right after creating it; wait out that short window.
         let len = loop {
-            let len = segment.len()?;
+            let len = segment.size()?;
             if len >= HEADER_BYTES as u64 {
                 break len;
             }
@@ -377,7 +377,7 @@ fn validate_header(h: &Header, file_len: u64) -> std::result::Result<(StreamSpec
 /// Whether the creator recorded in a (possibly half-initialised) segment is alive; true if it
 /// cannot be told, so that nothing live is ever removed.
 fn creator_alive(stream: &str) -> bool {
-    crate::recovery::peek_creator(stream).map_or(true, |p| p.pid != 0 && p.is_alive())
+    crate::recovery::peek_creator(stream).is_none_or(|p| p.pid != 0 && p.is_alive())
 }
 
 /// Nanoseconds since the Unix epoch.
