@@ -29,6 +29,7 @@ from .errors import (
     TooManyReadersError,
 )
 from .info import StreamInfo, gc, list_streams, stat
+from .pipe import close, pipe, sync
 from .stream import Publication, Stream, create, open, unlink
 
 
@@ -56,12 +57,15 @@ __all__ = [
     "StreamTimeoutError",
     "TooManyReadersError",
     "__version__",
+    "close",
     "create",
     "errors",
     "gc",
     "gpu_available",
     "list_streams",
     "open",
+    "pipe",
     "stat",
+    "sync",
     "unlink",
 ]
