@@ -137,6 +137,10 @@ class _StderrTail:
             pass
         if partial.strip():
             self.lines.append(partial.decode("utf-8", "replace").rstrip())
+        try:
+            self._stream.close()
+        except OSError:
+            pass
 
     def join(self, timeout: Optional[float] = None) -> None:
         self._thread.join(timeout)
