@@ -83,6 +83,8 @@ def test_bad_arguments_raise_clear_errors(pipe_fds):
     assert "ascontiguousarray" in str(info.value)
     with pytest.raises(TypeError, match="C-contiguous"):
         framebus.pipe(np.zeros((8, 8), np.uint8, order="F"), w)
+    with pytest.raises(TypeError, match="object"):
+        framebus.pipe(np.array([object()] * 4), w)
     with pytest.raises(TypeError, match="fileno"):
         framebus.pipe(b"x", "not an fd")
     with pytest.raises(TypeError, match="bool"):

@@ -15,29 +15,45 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt};
 use pyo3::{ffi, intern};
 
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+
+use crate::array::data_ptr;
 use crate::errors::{error_class, PipeFailure, SignalCheck};
 use crate::stream::deadline;
 
-/// An exported buffer held by a queued job: the Py_buffer (whose `obj` is a strong reference to
-/// the exporter) stays un-released until the job is finished.
+/// The memory of a queued job and what keeps it alive until the job is finished: a buffer
+/// export (the Py_buffer, whose `obj` is a strong reference to the exporter) or, for a
+/// C-contiguous NumPy array, a strong reference to the array (NumPy's buffer export allocates
+/// on every call; the array's data pointer does not).
 pub struct Held {
-    view: ffi::Py_buffer,
+    kind: Kind,
 }
 
-// SAFETY: the Py_buffer is only released with the GIL held (`release`, or `bury` for one dropped
-// elsewhere); other threads only read `buf`/`len`, memory the export keeps alive.
+enum Kind {
+    View(ffi::Py_buffer),
+    Array { obj: *mut ffi::PyObject, addr: *const u8, len: usize },
+}
+
+// SAFETY: the export or reference is only released with the GIL held (`release`, or `bury` for
+// one dropped elsewhere); other threads only read the memory it keeps alive.
 unsafe impl Send for Held {}
 
-// SAFETY: `buf`/`len` describe memory the exporter keeps valid until PyBuffer_Release, which only
-// `release`/`bury` call, after the job is finished. The struct may move: the memory is the
-// exporter's, not inside the Py_buffer (no CPython, NumPy or mmap exporter points a view's `buf`
-// into the view itself).
+// SAFETY: a Py_buffer's `buf`/`len` stay valid until PyBuffer_Release; an array's data stay
+// valid while a reference to the array is held (NumPy refuses to resize an array that other
+// references see). Only `release`/`bury` drop either, after the job is finished. The struct may
+// move: the memory is the exporter's, never inside the Py_buffer itself.
 unsafe impl Payload for Held {
     fn addr(&self) -> *const u8 {
-        self.view.buf as *const u8
+        match &self.kind {
+            Kind::View(v) => v.buf as *const u8,
+            Kind::Array { addr, .. } => *addr,
+        }
     }
     fn len(&self) -> usize {
-        self.view.len.max(0) as usize
+        match &self.kind {
+            Kind::View(v) => v.len.max(0) as usize,
+            Kind::Array { len, .. } => *len,
+        }
     }
 }
 
@@ -52,12 +68,26 @@ impl Held {
             return Err(PyErr::fetch(obj.py()));
         }
         // SAFETY: PyObject_GetBuffer succeeded and initialised the view.
-        Ok(Held { view: unsafe { view.assume_init() } })
+        Ok(Held { kind: Kind::View(unsafe { view.assume_init() }) })
     }
 
     /// `data` as a held buffer: the object itself, or its `.mglo` (a moderngl.Buffer's native
     /// object), or a TypeError that says what to pass instead.
     fn get(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Held> {
+        if let Ok(arr) = data.cast::<PyUntypedArray>() {
+            let dtype = arr.dtype();
+            if dtype.has_object() {
+                return Err(PyTypeError::new_err(
+                    "pipe() cannot write an array of Python objects (dtype=object holds pointers); convert it to a numeric dtype",
+                ));
+            }
+            if arr.is_c_contiguous() {
+                let len = arr.len() * dtype.itemsize();
+                let addr = data_ptr(arr).get() as *const u8;
+                let obj = data.clone().into_ptr();
+                return Ok(Held { kind: Kind::Array { obj, addr, len } });
+            }
+        }
         let err = match Held::export(data) {
             Ok(h) => return Ok(h),
             Err(e) => e,
@@ -88,9 +118,9 @@ impl Held {
     /// Releases the export (and the reference to the exporter) with the GIL held.
     fn release(self, _py: Python<'_>) {
         let mut me = ManuallyDrop::new(self);
-        // SAFETY: the view was filled by PyObject_GetBuffer and is released exactly once (the
+        // SAFETY: the export/reference was taken in `get` and is released exactly once (the
         // ManuallyDrop keeps Drop from burying it too); the GIL is held (`_py`).
-        unsafe { ffi::PyBuffer_Release(&mut me.view) };
+        unsafe { release_kind(&mut me.kind) };
     }
 }
 
@@ -98,14 +128,27 @@ impl Drop for Held {
     /// Only reached where no GIL is at hand (a writer torn down off a Python thread): the view
     /// is handed to `bury`, which the next call releases with the GIL.
     fn drop(&mut self) {
-        // SAFETY: the view is moved out once; `self` is not used after drop.
-        let view = unsafe { std::ptr::read(&self.view) };
-        GRAVEYARD.lock().unwrap_or_else(|p| p.into_inner()).push(Buried(view));
+        // SAFETY: the kind is moved out once; `self` is not used after drop.
+        let kind = unsafe { std::ptr::read(&self.kind) };
+        GRAVEYARD.lock().unwrap_or_else(|p| p.into_inner()).push(Buried(kind));
         BURIED.store(true, Ordering::Release);
     }
 }
 
-struct Buried(ffi::Py_buffer);
+/// Releases an export or reference.
+///
+/// # Safety
+/// The GIL must be held, and `kind` must not be released again.
+unsafe fn release_kind(kind: &mut Kind) {
+    match kind {
+        // SAFETY: a view filled by PyObject_GetBuffer, released once, GIL held (caller).
+        Kind::View(v) => unsafe { ffi::PyBuffer_Release(v) },
+        // SAFETY: the strong reference taken in `Held::get`, dropped once, GIL held (caller).
+        Kind::Array { obj, .. } => unsafe { ffi::Py_DECREF(*obj) },
+    }
+}
+
+struct Buried(Kind);
 // SAFETY: as for Held: only released with the GIL held.
 unsafe impl Send for Buried {}
 
@@ -117,8 +160,8 @@ fn bury(_py: Python<'_>) {
     if BURIED.swap(false, Ordering::Acquire) {
         let views = std::mem::take(&mut *GRAVEYARD.lock().unwrap_or_else(|p| p.into_inner()));
         for mut b in views {
-            // SAFETY: each view was filled by PyObject_GetBuffer and never released; GIL held.
-            unsafe { ffi::PyBuffer_Release(&mut b.0) };
+            // SAFETY: each was taken by `Held::get` and never released; the GIL is held.
+            unsafe { release_kind(&mut b.0) };
         }
     }
 }
