@@ -74,6 +74,27 @@ def test_fd_may_be_an_object_with_fileno(pipe_fds, tmp_path):
     assert os.read(r, 100) == b"via fileno"
 
 
+def test_regular_files_are_written_with_write(tmp_path):
+    path = tmp_path / "out.bin"
+    data = np.random.default_rng(1).integers(0, 256, 10_000_000, dtype=np.uint8)
+    with open(path, "wb") as f:
+        framebus.pipe(data, f)
+        framebus.pipe(b"tail", f)
+        framebus.close(f)
+    assert path.read_bytes() == data.tobytes() + b"tail"
+
+
+def test_non_blocking_descriptor_retries_eagain(pipe_fds):
+    r, w = pipe_fds
+    os.set_blocking(w, False)
+    data = np.random.default_rng(2).integers(0, 256, 5_000_000, dtype=np.uint8)
+    t, box = reader_thread(r, data.nbytes)
+    framebus.pipe(data, w)
+    framebus.sync(w)
+    t.join(30)
+    assert box[0] == data.tobytes()
+
+
 def test_bad_arguments_raise_clear_errors(pipe_fds):
     r, w = pipe_fds
     with pytest.raises(TypeError, match="needs a buffer"):

@@ -145,3 +145,9 @@ def test_play_refuses_a_stream_of_another_shape(name, tmp_path):
         assert "decodes to" in res.stderr
     finally:
         stream.unlink()
+
+
+def test_play_of_a_missing_file_fails_clearly(name, tmp_path):
+    res = subprocess.run([sys.executable, "-m", "framebus", "play", str(tmp_path / "nope.mp4"), name], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "no such video file" in res.stderr and "Traceback" not in res.stderr

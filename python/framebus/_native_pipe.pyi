@@ -2,14 +2,12 @@
 # A fragment for the lead to merge into _native.pyi.
 from typing import Any, Dict, List, Optional, Protocol, Tuple, Union
 
-from typing_extensions import Buffer
-
 class _HasFileno(Protocol):
     def fileno(self) -> int: ...
 
 _Fd = Union[int, _HasFileno]
 
-def pipe(data: Buffer | Any, fd: _Fd, /) -> None:
+def pipe(data: Any, fd: _Fd, /) -> None:
     """Queues the bytes of ``data`` (any C-contiguous buffer: bytes, bytearray, memoryview,
     NumPy array, mmap, a moderngl.Buffer or its ``.mglo``) for the writer thread of ``fd`` and
     returns at once. Does not copy: ``data`` is held until written; do not modify it before

@@ -25,9 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import framebus
+    from framebus.errors import FFmpegError
     from framebus.ffmpeg import VideoReader
 
-    reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)
+    try:
+        reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)
+    except (FileNotFoundError, FFmpegError) as exc:
+        print(f"framebus play: {exc}", file=sys.stderr)
+        return 2
     created = False
     try:
         stream = framebus.open(args.name)
