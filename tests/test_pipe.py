@@ -95,6 +95,13 @@ def test_non_blocking_descriptor_retries_eagain(pipe_fds):
     assert box[0] == data.tobytes()
 
 
+def test_numpy_integer_descriptors(pipe_fds):
+    r, w = pipe_fds
+    framebus.pipe(b"np", np.int64(w))
+    framebus.sync(np.int32(w))
+    assert os.read(r, 2) == b"np"
+
+
 def test_bad_arguments_raise_clear_errors(pipe_fds):
     r, w = pipe_fds
     with pytest.raises(TypeError, match="needs a buffer"):
@@ -214,6 +221,20 @@ def test_same_buffer_queued_twice_waits_for_the_first_write(pipe_fds):
     assert box[0] == buf.tobytes() * 2
 
 
+def test_sync_of_a_buffer_waits_for_its_writes_like_turbopipe(pipe_fds):
+    r, w = pipe_fds
+    a = np.full(4 << 20, 1, np.uint8)
+    b = np.full(1000, 2, np.uint8)
+    framebus.pipe(a, w)
+    framebus.sync(b, timeout=0)  # not queued: returns at once
+    with pytest.raises(TimeoutError):
+        framebus.sync(a, timeout=0.05)
+    t, box = reader_thread(r, a.nbytes)
+    framebus.sync(a)
+    t.join(30)
+    assert box[0] == a.tobytes()
+
+
 def test_buffer_reference_is_held_until_written(pipe_fds):
     import gc
     import weakref
@@ -283,7 +304,7 @@ def test_interpreter_exit_with_pending_writes_to_a_live_reader_finishes_them(tmp
     assert res.returncode == 0, res.stderr
     import time
 
-    for _ in range(100):
+    for _ in range(600):  # cat finishes after the child has exited
         if out.exists() and out.stat().st_size == 4 * 3_000_000:
             break
         time.sleep(0.05)

@@ -19,9 +19,10 @@ def pipe(data: Any, fd: _Fd, /) -> None:
     PipeBrokenError (BrokenPipeError) / PipeError for an earlier failed write to ``fd``,
     KeyboardInterrupt while waiting."""
 
-def sync(fd: Optional[_Fd] = None, timeout: Optional[float] = None) -> None:
+def sync(fd: Optional[Union[_Fd, Any]] = None, timeout: Optional[float] = None) -> None:
     """Waits (GIL released) until the writes queued to ``fd`` (every descriptor if None) are
-    finished, then releases their buffers. No copy. Raises PipeTimeoutError (TimeoutError; the
+    finished, then releases their buffers. Given a buffer instead of a descriptor (turbopipe 2's
+    ``sync(data)``), waits until no queued write to any descriptor covers its memory. No copy. Raises PipeTimeoutError (TimeoutError; the
     writes stay queued), PipeBrokenError / PipeError for a failed write (reported once),
     InvalidArgumentError for a negative timeout."""
 

@@ -1,8 +1,9 @@
 """Background writes to file descriptors: ``pipe(data, fd)`` queues a buffer for a native writer
 thread of that descriptor and returns at once; ``sync`` waits; ``close`` flushes and stops.
 
-Same names and call shapes as turbopipe (``pipe(buffer, fd)``, ``sync(fd=None)``,
-``close(fd=None)``), so code written for turbopipe runs with ``import framebus as turbopipe``. (The
+Names follow turbopipe (``pipe(buffer, fd)``; ``sync(buffer)`` of turbopipe 2 and
+``sync(fd)``/``close(fd)`` of turbopipe 1 both work), so code written for it runs with
+``import framebus as turbopipe``. (The
 function ``framebus.pipe`` shadows this module as an attribute of the package; import helpers
 with ``from framebus.pipe import configure``.)
 

@@ -177,7 +177,7 @@ fn fd_of(fd: &Bound<'_, PyAny>) -> PyResult<i32> {
     if fd.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err("fd must be a file descriptor (an int) or an object with fileno(), got a bool"));
     }
-    let number = if fd.is_instance_of::<PyInt>() {
+    let number = if fd.is_instance_of::<PyInt>() || is_index_scalar(fd) {
         fd.clone()
     } else {
         match fd.call_method0(intern!(py, "fileno")) {
@@ -261,10 +261,47 @@ fn writers_of(fd: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<std::sync::Arc<Writ
 /// Waits (GIL released) until the writes queued to `fd` (or to every descriptor when None)
 /// are finished, then releases their buffers. Raises PipeTimeoutError (TimeoutError) after
 /// `timeout` seconds (the writes stay queued), PipeBrokenError / PipeError for a failed write.
+/// `fd` may also be a buffer (turbopipe 2's `sync(data)`): then it waits until no queued write,
+/// to any descriptor, still covers that memory (errors are left for the next call on the fd).
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
 pub fn sync(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, timeout: Option<f64>) -> PyResult<()> {
+    if let Some(data) = fd.filter(|f| is_buffer_not_fd(f)) {
+        return sync_memory(py, data, timeout);
+    }
     finish_each(py, fd, timeout, false)
+}
+
+/// An integer-like scalar that is not an array (e.g. numpy.int64): usable as a descriptor.
+fn is_index_scalar(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is a live object; PyIndex_Check only looks at its type.
+    !obj.is_instance_of::<PyUntypedArray>() && unsafe { ffi::PyIndex_Check(obj.as_ptr()) } != 0
+}
+
+/// Whether `obj` is a buffer rather than a descriptor (not an int, no fileno()).
+fn is_buffer_not_fd(obj: &Bound<'_, PyAny>) -> bool {
+    if obj.is_instance_of::<PyInt>() || is_index_scalar(obj) || obj.hasattr(intern!(obj.py(), "fileno")).unwrap_or(false) {
+        return false;
+    }
+    // SAFETY: `obj` is a live object; PyObject_CheckBuffer only looks at its type.
+    let buffer = unsafe { ffi::PyObject_CheckBuffer(obj.as_ptr()) } != 0;
+    buffer || obj.hasattr(intern!(obj.py(), "mglo")).unwrap_or(false)
+}
+
+fn sync_memory(py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<()> {
+    let deadline = deadline(py, timeout)?;
+    let held = Held::get(py, data)?;
+    let (addr, len) = (held.addr() as usize, held.len());
+    held.release(py);
+    for w in registry().all() {
+        let mut signals = SignalCheck::default();
+        let r = py.detach(|| w.wait_memory(addr as *const u8, len, deadline, &mut || signals.check(|| None)));
+        w.reap(|k| k.release(py));
+        if r.is_err() {
+            return signals.finish_pipe(r);
+        }
+    }
+    Ok(())
 }
 
 /// Waits like `sync`, then stops the writer thread of `fd` (or of every descriptor). Does not

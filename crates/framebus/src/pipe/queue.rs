@@ -56,6 +56,11 @@ impl<K: Payload> Queue<K> {
         self.unfinished().map(|j| j.len as u64).sum()
     }
 
+    /// Whether an unfinished job covers some of `addr..addr+len`.
+    pub fn overlaps(&self, addr: usize, len: usize) -> bool {
+        len > 0 && self.unfinished().any(|j| j.len > 0 && addr < j.addr + j.len && j.addr < addr + len)
+    }
+
     /// Whether a job over `addr..addr+len` must wait: the queue is full, or an unfinished job
     /// covers some of the same memory.
     pub fn must_wait(&self, addr: usize, len: usize) -> bool {
@@ -199,6 +204,7 @@ mod tests {
         assert!(q.must_wait(addr + 50, 10), "overlaps a queued job");
         assert!(!q.must_wait(addr + 100, 10), "adjacent memory does not overlap");
         assert!(!q.must_wait(addr, 0), "an empty job overlaps nothing");
+        assert!(q.overlaps(addr + 99, 5) && !q.overlaps(addr + 100, 5));
         q.push(vec![0u8; 1]);
         assert!(q.must_wait(1, 1), "queue full");
         q.start_next();

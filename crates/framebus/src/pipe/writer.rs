@@ -122,6 +122,13 @@ impl<K: Payload> Writer<K> {
             .map(drop)
     }
 
+    /// Waits until no unfinished job of this descriptor covers any of `addr..addr+len` (the
+    /// memory may be modified then), or the descriptor failed (its jobs were dropped).
+    pub fn wait_memory(&self, addr: *const u8, len: usize, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(), PipeError> {
+        let addr = addr as usize;
+        self.wait(deadline, check, "writes of that memory", |i| i.error.is_some() || !i.alive || !i.queue.overlaps(addr, len)).map(drop)
+    }
+
     /// Queues `keeper`, waiting for room as long as `deadline` allows. Convenience for Rust
     /// callers that need not drop locks between the attempts.
     pub fn push(&self, mut keeper: K, deadline: Deadline, check: &mut dyn FnMut() -> bool, mut release: impl FnMut(K)) -> Result<(), PushError<K>> {
@@ -479,6 +486,10 @@ mod tests {
         }
         let e = w.wait_room(big.as_ptr(), big.len(), Deadline::after(Some(Duration::from_millis(20))), &mut || true);
         assert!(matches!(e, Err(PipeError::Timeout { .. })));
+        let e = w.wait_memory(big[10..].as_ptr(), 5, Deadline::after(Some(Duration::from_millis(20))), &mut || true);
+        assert!(matches!(e, Err(PipeError::Timeout { .. })));
+        let other = [0u8; 8];
+        w.wait_memory(other.as_ptr(), other.len(), Deadline::immediate(), &mut || true).unwrap();
         let r = reader(p.0);
         w.wait_room(big.as_ptr(), big.len(), Deadline::never(), &mut || true).unwrap();
         w.try_push(Arc::clone(&big), drop).map_err(|_| "push").unwrap();
