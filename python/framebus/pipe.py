@@ -1,10 +1,9 @@
 """Background writes to file descriptors: ``pipe(data, fd)`` queues a buffer for a native writer
 thread of that descriptor and returns at once; ``sync`` waits; ``close`` flushes and stops.
 
-Names follow turbopipe (``pipe(buffer, fd)``; ``sync(buffer)`` of turbopipe 2 and
-``sync(fd)``/``close(fd)`` of turbopipe 1 both work), so code written for it runs with
-``import framebus as turbopipe``. (The
-function ``framebus.pipe`` shadows this module as an attribute of the package; import helpers
+Names follow turbopipe 2.1 (``pipe(buffer, fd)``, ``sync(buffer)``), so code written for it
+runs with ``import framebus as turbopipe``; ``sync(fd)``, ``sync()`` and ``close(fd)`` are
+framebus's own. (The function ``framebus.pipe`` shadows this module as an attribute of the package; import helpers
 with ``from framebus.pipe import configure``.)
 
 >>> import os, framebus
