@@ -3,8 +3,8 @@ thread of that descriptor and returns at once; ``sync`` waits; ``close`` flushes
 
 Names follow turbopipe 2.1 (``pipe(buffer, fd)``, ``sync(buffer)``), so code written for it
 runs with ``import framebus as turbopipe``; ``sync(fd)``, ``sync()`` and ``close(fd)`` are
-framebus's own. (The function ``framebus.pipe`` shadows this module as an attribute of the package; import helpers
-with ``from framebus.pipe import configure``.)
+framebus's own. (The function ``framebus.pipe`` shadows this module as an attribute of the
+package; import the helpers with ``from framebus.pipe import configure``.)
 
 >>> import os, framebus
 >>> r, w = os.pipe()
