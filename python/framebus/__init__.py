@@ -29,6 +29,7 @@ from .errors import (
     TooManyReadersError,
 )
 from .info import StreamInfo, gc, list_streams, stat
+from .pipes import close, configure, pipe, pipe_stats, sync
 from .stream import Publication, Stream, create, open, unlink
 
 
@@ -58,12 +59,17 @@ __all__ = [
     "StreamTimeoutError",
     "TooManyReadersError",
     "__version__",
+    "close",
+    "configure",
     "create",
     "errors",
     "gc",
     "gpu_available",
     "list_streams",
     "open",
+    "pipe",
+    "pipe_stats",
     "stat",
+    "sync",
     "unlink",
 ]
