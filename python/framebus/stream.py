@@ -72,16 +72,49 @@ class Stream(_native.Stream):
         arr, seq, ts, fid, meta = self._read_new_info(timeout=timeout, out=out)
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, self.missed)
 
-    def frames(self, timeout: Optional[float] = None, *, out: Optional[np.ndarray] = None) -> Iterator[Publication]:
-        """Yields every new frame as a :class:`Publication` (copies; into ``out`` if given),
-        until the handle is closed or no frame arrives within ``timeout`` (then it returns)."""
+    def frames(self, timeout: Optional[float] = None, *, copy: bool = False, out: Optional[np.ndarray] = None) -> Iterator[Any]:
+        """Yields every new frame this handle has not seen, until the handle is closed or no
+        frame arrives within ``timeout`` (then the iterator ends).
+
+        ``copy=False`` (default) yields zero-copy :class:`Frame` views; each is released when
+        the loop asks for the next one (keep ``frame.array`` to keep it pinned longer).
+        ``copy=True`` yields :class:`Publication` copies (into ``out`` if given)."""
         from .errors import StreamClosedError
 
-        while True:
-            try:
-                yield self.read_new_publication(timeout=timeout, out=out)
-            except (TimeoutError, StreamClosedError):
-                return
+        frame = None
+        try:
+            while True:
+                try:
+                    nxt = self.read_new_publication(timeout=timeout, out=out) if copy else self.wait_view(timeout)
+                except (TimeoutError, StreamClosedError):
+                    return
+                if frame is not None:
+                    frame.release()
+                frame = None if copy else nxt
+                yield nxt
+        finally:
+            if frame is not None:
+                frame.release()
+
+    # -- asyncio ------------------------------------------------------------------------------
+    async def read_new_async(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Awaits the next frame this handle has not seen and returns a copy (into ``out``).
+        No thread per call; cancellation-safe (a cancelled wait consumes nothing).
+        Raises StreamTimeoutError (TimeoutError) after ``timeout`` seconds."""
+        from .aio import read_new_async
+
+        return await read_new_async(self, timeout=timeout, out=out)
+
+    async def wait_view_async(self, timeout: Optional[float] = None) -> Any:
+        """Awaits the next frame this handle has not seen and returns a zero-copy Frame."""
+        from .aio import wait_view_async
+
+        return await wait_view_async(self, timeout=timeout)
+
+    def __aiter__(self) -> Any:
+        from .aio import iterate
+
+        return iterate(self)
 
     # -- pyshmem-compatible names ----------------------------------------------------------
     @property

@@ -6,6 +6,9 @@ use pyo3::types::PyDict;
 
 mod array;
 mod errors;
+mod frame;
+mod loan;
+mod pipe;
 mod stream;
 
 use errors::CoreError;
@@ -73,10 +76,19 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
     m.add_class::<stream::PyStream>()?;
+    m.add_class::<frame::PyFrame>()?;
+    m.add_class::<loan::PyLoan>()?;
     m.add_function(wrap_pyfunction!(unlink, m)?)?;
     m.add_function(wrap_pyfunction!(stream_names, m)?)?;
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
+    // Pipes: background writers for file descriptors (pipe.rs).
+    m.add_function(wrap_pyfunction!(pipe::pipe, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::sync, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::close, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::configure, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::pipe_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::_pipe_flush_at_exit, m)?)?;
     Ok(())
 }

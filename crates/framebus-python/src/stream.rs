@@ -13,6 +13,8 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::array::{data_ptr, DataPtr, FrameSpec};
 use crate::errors::{error_class, CoreError, SignalCheck};
+use crate::frame::PyFrame;
+use crate::loan::PyLoan;
 
 /// Frames at least this large are copied with the GIL released.
 const DETACH_BYTES: usize = 256 * 1024;
@@ -43,6 +45,9 @@ pub fn deadline(py: Python<'_>, timeout: Option<f64>) -> PyResult<Deadline> {
         Some(t) => Ok(Duration::try_from_secs_f64(t).map_or(Deadline::never(), |d| Deadline::after(Some(d)))),
     }
 }
+
+/// (seq, timestamp_ns, frame_id, meta) of a frame read with its record.
+type FrameRecord = (u64, u64, i64, Vec<u8>);
 
 /// Metadata bytes of a write: bytes are borrowed, other buffers are copied.
 enum Meta<'py> {
@@ -125,7 +130,7 @@ impl PyStream {
         out: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
         with_info: bool,
-    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<(u64, u64, i64, Vec<u8>)>)> {
+    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<FrameRecord>)> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let arr = match out {
@@ -161,7 +166,7 @@ impl PyStream {
     }
 }
 
-fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<(u64, u64, i64, Vec<u8>)>) -> PyResult<Bound<'py, PyTuple>> {
+fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
     let (seq, ts, fid, meta) = info.unwrap_or_default();
     (arr, seq, ts, fid, PyBytes::new(py, &meta)).into_pyobject(py)
 }
@@ -306,12 +311,12 @@ impl PyStream {
     }
 
     /// Copies `value` into the next slot and publishes it.
-    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None))]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>) -> PyResult<()> {
+    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None))]
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<u64>) -> PyResult<()> {
         let s = self.handle(py)?;
         let src = self.spec.source(py, &self.name, value)?;
         let meta = meta_of(py, meta)?;
-        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns: None };
+        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns };
         let len = self.spec.frame_bytes;
         s.check_frame(len, &info).map_err(CoreError)?;
         let deadline = deadline(py, timeout)?;
@@ -377,6 +382,53 @@ impl PyStream {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let after = s.seen_seq();
+        self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))
+    }
+
+    /// Zero-copy read-only view of the newest frame (waits for the first frame of an empty
+    /// stream, up to `timeout`).
+    #[pyo3(signature = (timeout = None))]
+    fn view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyFrame> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
+        let pinned = match s.pin_latest() {
+            Err(Error::Empty { .. }) => {
+                self.blocking(py, deadline, false, |d, check| s.wait_for(0, d, check))?;
+                s.pin_latest()
+            }
+            other => other,
+        }
+        .map_err(CoreError)?;
+        Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
+    }
+
+    /// Zero-copy view of the next frame this handle has not seen (read_new semantics).
+    #[pyo3(signature = (timeout = None))]
+    fn wait_view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyFrame> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
+        let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?;
+        Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
+    }
+
+    /// A writable array in the next free slot, published on commit / clean `with` exit.
+    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None))]
+    fn loan(&self, py: Python<'_>, timeout: Option<f64>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timestamp_ns: Option<u64>) -> PyResult<Py<PyLoan>> {
+        let s = self.handle(py)?;
+        let meta = meta_of(py, meta)?.as_slice().to_vec();
+        s.check_frame(self.spec.frame_bytes, &FrameInfo { frame_id, meta: &meta, timestamp_ns }).map_err(CoreError)?;
+        let deadline = deadline(py, timeout)?;
+        let before = s.lock_recoveries();
+        let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
+        self.warn_recovered(py, &s, before)?;
+        PyLoan::new(py, &self.name, &self.spec, guard, frame_id, meta, timestamp_ns)
+    }
+
+    /// Waits until a frame newer than `after` exists; returns the newest sequence.
+    #[pyo3(signature = (after, *, timeout = None))]
+    fn wait_after(&self, py: Python<'_>, after: u64, timeout: Option<f64>) -> PyResult<u64> {
+        let s = self.handle(py)?;
+        let deadline = deadline(py, timeout)?;
         self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))
     }
 

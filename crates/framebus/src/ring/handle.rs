@@ -2,7 +2,7 @@
 //! for the shared structs, and closing.
 
 use std::sync::atomic::AtomicU64 as LocalU64;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::layout::{self, Geometry, Header, ReaderEntry, SlotDesc, HEADER_BYTES, MAGIC, READY, VERSION};
@@ -57,6 +57,8 @@ pub struct Stream {
     pub(super) missed_total: LocalU64,
     /// Times this handle took over a lock whose holder had died.
     pub(super) lock_recoveries: LocalU64,
+    /// Read-only mapping of the payloads, for views (made on first use).
+    pub(super) ro_payloads: OnceLock<Mapping>,
 }
 
 impl Stream {
@@ -163,7 +165,7 @@ impl Stream {
         let deadline = Instant::now() + OPEN_READY_TIMEOUT;
         // The creator sizes the segment right after creating it; wait out that short window.
         let len = loop {
-            let len = segment.len()?;
+            let len = segment.size()?;
             if len >= HEADER_BYTES as u64 {
                 break len;
             }
@@ -221,6 +223,7 @@ impl Stream {
             missed_last: LocalU64::new(0),
             missed_total: LocalU64::new(0),
             lock_recoveries: LocalU64::new(0),
+            ro_payloads: OnceLock::new(),
         };
         if let Some(mode) = mode {
             s.entry = s.register(mode)?;
@@ -374,7 +377,7 @@ fn validate_header(h: &Header, file_len: u64) -> std::result::Result<(StreamSpec
 /// Whether the creator recorded in a (possibly half-initialised) segment is alive; true if it
 /// cannot be told, so that nothing live is ever removed.
 fn creator_alive(stream: &str) -> bool {
-    crate::recovery::peek_creator(stream).map_or(true, |p| p.pid != 0 && p.is_alive())
+    crate::recovery::peek_creator(stream).is_none_or(|p| p.pid != 0 && p.is_alive())
 }
 
 /// Nanoseconds since the Unix epoch.

@@ -2,12 +2,13 @@
 
 mod handle;
 pub mod layout;
+pub mod protocol;
 mod reader;
 mod readers;
 mod spec;
 mod writer;
 
 pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
-pub use reader::FrameRef;
+pub use reader::{FrameRef, Pinned};
 pub use spec::StreamSpec;
 pub use writer::{FrameInfo, WriteGuard};

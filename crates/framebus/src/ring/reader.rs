@@ -5,10 +5,12 @@
 //! stores `WRITING` and then re-checks the pin bits (see writer.rs). A pinned slot is never
 //! rewritten, so a reader copying a large frame is never overtaken, whatever the writer's pace.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::handle::{ReaderMode, Stream};
 use super::layout::{slot_state, unpack_published};
+use super::protocol;
 use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
 use crate::sync::deadline::Deadline;
@@ -38,14 +40,10 @@ pub struct FrameRef<'a> {
 impl Stream {
     /// Pins `slot` if it still holds committed frame `seq`.
     pub(super) fn pin(&self, slot: u32, seq: u64) -> bool {
-        let bit = 1u64 << slot;
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
-        if pins[slot as usize] == 0 {
-            self.my_entry().pinned.fetch_or(bit, Ordering::SeqCst);
-        }
-        if self.slot(slot).state.load(Ordering::SeqCst) != slot_state(seq, false) {
-            if pins[slot as usize] == 0 {
-                self.my_entry().pinned.fetch_and(!bit, Ordering::SeqCst);
+        let held = pins[slot as usize] > 0;
+        if !protocol::pin(&self.slot(slot).state, &self.my_entry().pinned, 1 << slot, seq, held) {
+            if !held {
                 drop(pins);
                 self.wake_writer();
             }
@@ -64,7 +62,7 @@ impl Stream {
         }
         *count -= 1;
         if *count == 0 {
-            self.my_entry().pinned.fetch_and(!(1u64 << slot), Ordering::SeqCst);
+            protocol::unpin(&self.my_entry().pinned, 1 << slot);
             drop(pins);
             self.wake_writer();
         }
@@ -123,28 +121,34 @@ impl Stream {
         }
     }
 
-    /// Calls `f` with the newest committed frame pinned (a snapshot: never torn). Errors with
-    /// `Empty` before the first write.
-    pub fn read_latest<R>(&self, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
+    /// Pins the newest committed frame; returns (slot, seq). Errors with `Empty` before the
+    /// first write.
+    fn pin_newest(&self) -> Result<(u32, u64)> {
         loop {
             let (seq, slot) = self.published()?;
             if seq == 0 {
                 return Err(Error::Empty { name: self.name.clone() });
             }
-            if !self.pin(slot, seq) {
-                std::hint::spin_loop();
-                continue;
+            if self.pin(slot, seq) {
+                self.seen.fetch_max(seq, Ordering::Relaxed);
+                let e = self.my_entry();
+                e.reads.fetch_add(1, Ordering::Relaxed);
+                if self.mode == ReaderMode::Latest {
+                    e.consumed.fetch_max(seq, Ordering::Relaxed);
+                }
+                return Ok((slot, seq));
             }
-            let out = f(&self.frame_ref(slot, seq));
-            self.unpin(slot);
-            self.seen.fetch_max(seq, Ordering::Relaxed);
-            let e = self.my_entry();
-            e.reads.fetch_add(1, Ordering::Relaxed);
-            if self.mode == ReaderMode::Latest {
-                e.consumed.fetch_max(seq, Ordering::Relaxed);
-            }
-            return Ok(out);
+            std::hint::spin_loop();
         }
+    }
+
+    /// Calls `f` with the newest committed frame pinned (a snapshot: never torn). Errors with
+    /// `Empty` before the first write.
+    pub fn read_latest<R>(&self, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
+        let (slot, seq) = self.pin_newest()?;
+        let out = f(&self.frame_ref(slot, seq));
+        self.unpin(slot);
+        Ok(out)
     }
 
     /// Waits until a frame newer than `after` is committed; returns the newest sequence.
@@ -182,56 +186,112 @@ impl Stream {
         }
     }
 
-    /// Waits for the next frame this handle has not seen and calls `f` with it pinned.
-    /// Latest mode: the newest frame (frames skipped are counted, see `missed`). Lossless mode:
-    /// exactly the next frame in sequence, which the writer keeps until it is consumed here.
-    pub fn read_new<R>(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
-        match self.mode {
-            ReaderMode::Latest => {
-                let seen = self.seen.load(Ordering::Relaxed);
-                self.wait_for(seen, deadline, check)?;
-                let mut got = 0;
-                let out = self.read_latest(|frame| {
-                    got = frame.seq;
-                    f(frame)
-                })?;
-                let missed = got.saturating_sub(seen + 1);
-                self.missed_last.store(missed, Ordering::Relaxed);
-                if missed > 0 {
-                    self.missed_total.fetch_add(missed, Ordering::Relaxed);
-                    self.my_entry().missed.fetch_add(missed, Ordering::Relaxed);
-                }
-                Ok(out)
-            }
-            ReaderMode::Lossless => {
-                let e = self.my_entry();
-                let target = e.consumed.load(Ordering::SeqCst) + 1;
-                self.wait_for(target - 1, deadline, check)?;
-                let slot = (0..self.geometry.slot_count).find(|&i| self.slot(i).state.load(Ordering::SeqCst) == slot_state(target, false));
-                let Some(slot) = slot else {
-                    // Cannot happen while the protocol holds (the writer keeps unconsumed frames);
-                    // recover by jumping to the newest frame and counting the gap.
-                    let seen = target - 1;
-                    let mut got = 0;
-                    let out = self.read_latest(|frame| {
-                        got = frame.seq;
-                        f(frame)
-                    })?;
-                    let missed = got.saturating_sub(seen + 1);
-                    self.missed_last.store(missed, Ordering::Relaxed);
-                    self.missed_total.fetch_add(missed, Ordering::Relaxed);
-                    e.consumed.store(got, Ordering::SeqCst);
-                    self.wake_writer();
-                    return Ok(out);
-                };
-                let out = f(&self.frame_ref(slot, target));
-                self.missed_last.store(0, Ordering::Relaxed);
-                e.reads.fetch_add(1, Ordering::Relaxed);
-                e.consumed.store(target, Ordering::SeqCst);
-                self.seen.store(target, Ordering::Relaxed);
-                self.wake_writer();
-                Ok(out)
-            }
+    /// Waits for the next frame this handle has not seen, pins it and counts it as consumed;
+    /// returns (slot, seq). Latest mode: the newest frame (frames skipped are counted, see
+    /// `missed`). Lossless mode: exactly the next frame in sequence, which the writer keeps
+    /// until this handle has consumed it.
+    fn take_next(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
+        let seen = self.seen_seq();
+        let next = match self.mode {
+            ReaderMode::Latest => None,
+            ReaderMode::Lossless => Some(seen + 1),
+        };
+        self.wait_for(seen, deadline, check)?;
+        let found = next.and_then(|target| {
+            (0..self.geometry.slot_count)
+                .find(|&i| self.slot(i).state.load(Ordering::SeqCst) == slot_state(target, false))
+                .filter(|&i| self.pin(i, target))
+                .map(|i| (i, target))
+        });
+        // Latest mode, or (never while the protocol holds) a lossless frame that is gone: take
+        // the newest frame and count the gap.
+        let (slot, seq) = match found {
+            Some(hit) => hit,
+            None => self.pin_newest()?,
+        };
+        let missed = seq.saturating_sub(seen + 1);
+        self.missed_last.store(missed, Ordering::Relaxed);
+        let e = self.my_entry();
+        if missed > 0 {
+            self.missed_total.fetch_add(missed, Ordering::Relaxed);
+            e.missed.fetch_add(missed, Ordering::Relaxed);
         }
+        self.seen.store(seq, Ordering::Relaxed);
+        if self.mode == ReaderMode::Lossless {
+            if found.is_some() {
+                e.reads.fetch_add(1, Ordering::Relaxed);
+            }
+            e.consumed.store(seq, Ordering::SeqCst);
+            self.wake_writer();
+        }
+        Ok((slot, seq))
+    }
+
+    /// Waits for the next frame this handle has not seen (see `take_next`) and calls `f` with
+    /// it pinned.
+    pub fn read_new<R>(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
+        let (slot, seq) = self.take_next(deadline, check)?;
+        let out = f(&self.frame_ref(slot, seq));
+        self.unpin(slot);
+        Ok(out)
+    }
+
+    /// The newest frame, pinned until the returned handle is dropped (zero-copy view).
+    pub fn pin_latest(self: &Arc<Self>) -> Result<Pinned> {
+        let (slot, seq) = self.pin_newest()?;
+        Ok(Pinned { stream: self.clone(), slot, seq })
+    }
+
+    /// The next frame this handle has not seen (as `read_new`), pinned until the returned
+    /// handle is dropped.
+    pub fn wait_pinned(self: &Arc<Self>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Pinned> {
+        let (slot, seq) = self.take_next(deadline, check)?;
+        Ok(Pinned { stream: self.clone(), slot, seq })
+    }
+
+    /// Start of the read-only mapping of all payloads (mapped on first use). Views point here,
+    /// so even a view forced writable cannot change a frame.
+    pub fn read_only_payloads(&self) -> Result<*const u8> {
+        if let Some(m) = self.ro_payloads.get() {
+            return Ok(m.as_ptr());
+        }
+        let g = &self.geometry;
+        let map = self.segment.map_read_only(g.payload_offset, (g.total_bytes - g.payload_offset) as usize)?;
+        Ok(self.ro_payloads.get_or_init(|| map).as_ptr())
+    }
+}
+
+/// A frame pinned in its slot: the writer does not touch the slot until this is dropped. Holds
+/// the stream handle (and so its mappings) alive.
+pub struct Pinned {
+    stream: Arc<Stream>,
+    slot: u32,
+    seq: u64,
+}
+
+impl Pinned {
+    /// The frame's record and bytes (in the read-write mapping).
+    pub fn frame(&self) -> FrameRef<'_> {
+        self.stream.frame_ref(self.slot, self.seq)
+    }
+
+    /// The frame's bytes in the read-only mapping: (pointer, length).
+    pub fn read_only_payload(&self) -> Result<(*const u8, usize)> {
+        let base = self.stream.read_only_payloads()?;
+        let len = self.frame().payload.len();
+        // SAFETY: slot < slot_count, so slot * slot_stride + len lies inside the read-only
+        // mapping of slot_count * slot_stride bytes.
+        Ok((unsafe { base.add((u64::from(self.slot) * self.stream.geometry.slot_stride) as usize) }, len))
+    }
+
+    /// The stream this frame belongs to.
+    pub fn stream(&self) -> &Arc<Stream> {
+        &self.stream
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.stream.unpin(self.slot);
     }
 }

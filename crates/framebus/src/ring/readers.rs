@@ -59,6 +59,10 @@ impl Stream {
     /// Frees this handle's entry (pins and lossless position included) and wakes a waiting writer.
     pub(super) fn unregister(&self) {
         let e = self.my_entry();
+        // A handle inherited through fork() belongs to the parent's entry: leave it alone.
+        if e.pid.load(Ordering::Acquire) != ProcessId::current().pid {
+            return;
+        }
         e.mode.store(mode::LATEST, Ordering::SeqCst);
         e.pinned.store(0, Ordering::SeqCst);
         e.start.store(0, Ordering::Relaxed);
@@ -130,12 +134,9 @@ impl Stream {
         c
     }
 
-    /// Whether any attached handle has slot `i` pinned (checked after claiming it).
-    pub(super) fn slot_pinned(&self, i: u32) -> bool {
-        (0..self.readers_hwm()).any(|r| {
-            let e = self.reader(r);
-            e.pid.load(Ordering::SeqCst) != 0 && e.pinned.load(Ordering::SeqCst) & (1 << i) != 0
-        })
+    /// Pin masks of all entries that may be in use.
+    pub(super) fn pin_masks(&self) -> impl Iterator<Item = &crate::sync::atomic::AtomicU64> + '_ {
+        (0..self.readers_hwm()).map(|r| &self.reader(r).pinned)
     }
 
     /// Tells a writer waiting for a slot that one may have become free.

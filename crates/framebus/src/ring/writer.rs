@@ -7,15 +7,18 @@
 //! other and backs off). Commit stores the new state with release ordering, then `published`,
 //! then bumps the futex word and wakes readers only if some are waiting.
 
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::handle::{now_ns, Stream};
 use super::layout::{published, slot_state, state_seq, unpack_published, WRITING};
+use super::protocol;
 use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
 use crate::sync::futex;
 use crate::sync::deadline::{Deadline, WAIT_SLICE};
-use crate::sync::lock::{Acquired, LockError, LockWords};
+use crate::sync::lock::{my_token, Acquired, LockError, LockWords};
 
 /// Per-frame values a writer attaches to a frame.
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,11 +32,14 @@ pub struct FrameInfo<'a> {
 }
 
 /// A claimed slot, filled by the caller and then committed. Dropping it without committing
-/// discards the frame: readers never see it. Holds the write lock until dropped.
-pub struct WriteGuard<'s> {
-    stream: &'s Stream,
+/// discards the frame: readers never see it. Holds the write lock until dropped. `S` is
+/// `&Stream` for a scoped write and `Arc<Stream>` for a loan that outlives a borrow.
+pub struct WriteGuard<S: Deref<Target = Stream>> {
+    stream: S,
     slot: u32,
     seq: u64,
+    /// Lock holder identity of the thread that claimed the slot.
+    token: u64,
     done: bool,
 }
 
@@ -102,15 +108,22 @@ impl Stream {
 
     /// Takes the lock and claims a slot for the next frame, waiting while every candidate slot
     /// is pinned or unread by a lossless reader.
-    pub fn begin_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<'_>> {
+    pub fn begin_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<&Stream>> {
+        let (slot, seq) = self.claim_for_write(deadline, check)?;
+        Ok(WriteGuard { stream: self, slot, seq, token: my_token(), done: false })
+    }
+
+    /// As `begin_write`, for a loan that keeps the handle alive (zero-copy writes from Python).
+    pub fn begin_loan(self: &Arc<Self>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<Arc<Stream>>> {
+        let (slot, seq) = self.claim_for_write(deadline, check)?;
+        Ok(WriteGuard { stream: self.clone(), slot, seq, token: my_token(), done: false })
+    }
+
+    fn claim_for_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
         self.acquire(deadline, check)?;
-        match self.claim_slot(deadline, check) {
-            Ok((slot, seq)) => Ok(WriteGuard { stream: self, slot, seq, done: false }),
-            Err(e) => {
-                let _ = self.release();
-                Err(e)
-            }
-        }
+        self.claim_slot(deadline, check).inspect_err(|_| {
+            let _ = self.release();
+        })
     }
 
     fn claim_slot(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
@@ -120,14 +133,10 @@ impl Stream {
             let released = h.released.load(Ordering::SeqCst);
             let (latest, latest_slot) = unpack_published(h.published.load(Ordering::SeqCst));
             let mut c = self.constraints();
-            loop {
-                let Some((slot, state)) = self.pick_slot(latest, latest_slot, &c) else { break };
-                let desc = self.slot(slot);
-                desc.state.store(state | WRITING, Ordering::SeqCst);
-                if !self.slot_pinned(slot) {
+            while let Some((slot, state)) = self.pick_slot(latest, latest_slot, &c) {
+                if protocol::claim(&self.slot(slot).state, state, 1 << slot, self.pin_masks()) {
                     return Ok((slot, latest + 1));
                 }
-                desc.state.store(state, Ordering::SeqCst);
                 c.pinned |= 1 << slot;
             }
             // Nothing free: maybe a reader died holding pins or lagging; look at most every 100 ms.
@@ -191,7 +200,7 @@ impl Stream {
     }
 }
 
-impl WriteGuard<'_> {
+impl<S: Deref<Target = Stream>> WriteGuard<S> {
     /// The slot's frame bytes, to be filled before commit. Readers cannot see them until then.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let len = self.stream.geometry.frame_bytes as usize;
@@ -217,7 +226,7 @@ impl WriteGuard<'_> {
 
     /// Publishes the frame with its timestamp, id and metadata; returns its sequence number.
     pub fn commit(mut self, info: &FrameInfo<'_>) -> Result<u64> {
-        let s = self.stream;
+        let s = &*self.stream;
         s.check_frame(s.geometry.frame_bytes as usize, info)?;
         let h = s.header();
         let desc = s.slot(self.slot);
@@ -237,7 +246,7 @@ impl WriteGuard<'_> {
         desc.frame_id.store(frame_id, Ordering::Relaxed);
         desc.payload_len.store(s.geometry.frame_bytes, Ordering::Relaxed);
         desc.meta_len.store(info.meta.len() as u32, Ordering::Relaxed);
-        desc.state.store(slot_state(self.seq, false), Ordering::Release);
+        protocol::commit(&desc.state, self.seq);
         h.published.store(published(self.seq, self.slot), Ordering::SeqCst);
         h.frames_written.fetch_add(1, Ordering::Relaxed);
         h.bytes_written.fetch_add(s.geometry.frame_bytes, Ordering::Relaxed);
@@ -246,17 +255,17 @@ impl WriteGuard<'_> {
             futex::wake_all(&h.notify);
         }
         self.done = true;
-        let _ = s.release();
+        let _ = s.lock_words().release_token(self.token);
         Ok(self.seq)
     }
 }
 
-impl Drop for WriteGuard<'_> {
+impl<S: Deref<Target = Stream>> Drop for WriteGuard<S> {
     fn drop(&mut self) {
         if !self.done {
-            self.stream.slot(self.slot).state.store(slot_state(0, false), Ordering::Release);
+            protocol::abort(&self.stream.slot(self.slot).state);
             self.stream.header().aborted_writes.fetch_add(1, Ordering::Relaxed);
-            let _ = self.stream.release();
+            let _ = self.stream.lock_words().release_token(self.token);
         }
     }
 }

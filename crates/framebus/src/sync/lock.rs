@@ -124,7 +124,14 @@ impl LockWords<'_> {
 
     /// Drops one level of the calling thread's hold; frees the lock at depth zero.
     pub fn release(&self) -> Result<(), LockError> {
-        if !self.held_by_me() {
+        self.release_token(my_token())
+    }
+
+    /// Drops one level of the hold of `token` (a thread identity from `my_token`), for holds
+    /// that may end on another thread than the one that took them (a loan collected by the
+    /// garbage collector).
+    pub fn release_token(&self, token: u64) -> Result<(), LockError> {
+        if self.owner.load(Ordering::Acquire) != token {
             return Err(LockError::NotOwner);
         }
         if self.depth.load(Ordering::Relaxed) > 1 {

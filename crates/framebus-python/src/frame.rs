@@ -1,0 +1,245 @@
+//! `Frame`: a zero-copy, read-only view of one committed frame, pinned in its slot.
+//!
+//! The pin lives in a small `_Pin` object that is the `base` of the NumPy array handed out, so
+//! the slot stays pinned (the writer skips it) for as long as the array or anything derived
+//! from it is alive, even after `release()`, the end of the `with` block, or `close()` of the
+//! stream. An array never shows another frame and never points at unmapped memory.
+
+use std::sync::Mutex;
+
+use framebus::Pinned;
+use numpy::npyffi::{self, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, PY_ARRAY_API};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+use crate::array::FrameSpec;
+use crate::errors::{error_class, CoreError};
+
+/// Holds a pin; the base object of a frame's arrays.
+#[pyclass(name = "_Pin", module = "framebus._native", frozen)]
+pub struct PyPin {
+    pinned: Pinned,
+}
+
+struct State {
+    /// The pin until an array is made; then it moves into `holder`.
+    pinned: Option<Pinned>,
+    holder: Option<Py<PyPin>>,
+    array: Option<Py<PyAny>>,
+    released: bool,
+}
+
+/// One frame, pinned: see the module documentation.
+#[pyclass(name = "Frame", module = "framebus._native", frozen)]
+pub struct PyFrame {
+    state: Mutex<State>,
+    name: String,
+    seq: u64,
+    timestamp_ns: u64,
+    frame_id: i64,
+    dtype: Py<numpy::PyArrayDescr>,
+    dims: Vec<npyffi::npy_intp>,
+}
+
+impl PyFrame {
+    /// Wraps a pinned frame of a stream with spec `spec`.
+    pub fn new(py: Python<'_>, name: &str, spec: &FrameSpec, pinned: Pinned) -> PyFrame {
+        let f = pinned.frame();
+        let (seq, timestamp_ns, frame_id) = (f.seq, f.timestamp_ns, f.frame_id);
+        PyFrame {
+            state: Mutex::new(State { pinned: Some(pinned), holder: None, array: None, released: false }),
+            name: name.to_owned(),
+            seq,
+            timestamp_ns,
+            frame_id,
+            dtype: spec.dtype.clone_ref(py),
+            dims: spec.dims.clone(),
+        }
+    }
+
+    fn released_error(&self, py: Python<'_>) -> PyErr {
+        match error_class(py, "StreamClosedError") {
+            Ok(cls) => PyErr::from_type(
+                cls,
+                (format!(
+                    "frame {} of stream {:?} was released; use .array inside the with block, or keep a reference to the array (it keeps the frame pinned)",
+                    self.seq, self.name
+                ),),
+            ),
+            Err(e) => e,
+        }
+    }
+
+    fn with_pinned<R>(&self, py: Python<'_>, f: impl FnOnce(&Pinned) -> R) -> PyResult<R> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.released {
+            return Err(self.released_error(py));
+        }
+        match (&st.pinned, &st.holder) {
+            (Some(p), _) => Ok(f(p)),
+            (None, Some(h)) => Ok(f(&h.bind(py).get().pinned)),
+            (None, None) => Err(self.released_error(py)),
+        }
+    }
+
+    /// The read-only array (made once, then cached).
+    fn make_array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.released {
+            return Err(self.released_error(py));
+        }
+        if let Some(a) = &st.array {
+            return Ok(a.bind(py).clone());
+        }
+        let pinned = st.pinned.take().ok_or_else(|| self.released_error(py))?;
+        let (ptr, _len) = match pinned.read_only_payload() {
+            Ok(p) => p,
+            Err(e) => {
+                st.pinned = Some(pinned);
+                return Err(CoreError(e).into());
+            }
+        };
+        let holder = Py::new(py, PyPin { pinned })?;
+        let descr = self.dtype.clone_ref(py).into_ptr();
+        let mut dims = self.dims.clone();
+        // SAFETY: NewFromDescr steals `descr`, reads `dims` during the call and wraps `ptr`
+        // without owning it (C order, read-only flags); `ptr` points to the frame's bytes in the
+        // read-only mapping, which the pin (made the array's base just below) keeps mapped and
+        // unchanged for the array's whole life.
+        let raw = unsafe {
+            PY_ARRAY_API.PyArray_NewFromDescr(
+                py,
+                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+                descr.cast(),
+                dims.len() as i32,
+                dims.as_mut_ptr(),
+                std::ptr::null_mut(),
+                ptr as *mut std::ffi::c_void,
+                NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED,
+                std::ptr::null_mut(),
+            )
+        };
+        if raw.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let base = holder.clone_ref(py).into_ptr();
+        // SAFETY: raw is a new array; SetBaseObject steals the reference to `base` (taken just
+        // above) and fails only if base is NULL or raw already has a base, neither the case.
+        let rc = unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, raw.cast(), base) };
+        // SAFETY: raw is a new reference we own.
+        let array = unsafe { Bound::from_owned_ptr(py, raw) };
+        if rc != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        st.holder = Some(holder);
+        st.array = Some(array.clone().unbind());
+        Ok(array)
+    }
+}
+
+#[pymethods]
+impl PyFrame {
+    /// Read-only NumPy view of the frame (zero-copy). Keeps the frame pinned while alive.
+    #[getter]
+    fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.make_array(py)
+    }
+
+    /// Sequence number of the frame (1 for a stream's first frame).
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Write time in ns since the Unix epoch.
+    #[getter]
+    fn timestamp_ns(&self) -> u64 {
+        self.timestamp_ns
+    }
+
+    /// Write time in seconds since the Unix epoch.
+    #[getter]
+    fn timestamp(&self) -> f64 {
+        self.timestamp_ns as f64 / 1e9
+    }
+
+    /// User frame id given to write()/loan().
+    #[getter]
+    fn frame_id(&self) -> i64 {
+        self.frame_id
+    }
+
+    /// Metadata bytes of the frame (a copy).
+    #[getter]
+    fn meta<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self.with_pinned(py, |p| PyBytes::new(py, p.frame().meta))?;
+        Ok(bytes)
+    }
+
+    /// Whether release() was called.
+    #[getter]
+    fn released(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).released
+    }
+
+    /// Ends this frame's use: the slot is unpinned now, or as soon as the last array made
+    /// from it is garbage-collected. Idempotent.
+    fn release(&self) {
+        let (pinned, holder, array) = {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.released = true;
+            (st.pinned.take(), st.holder.take(), st.array.take())
+        };
+        drop((pinned, holder, array));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) {
+        self.release();
+    }
+
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.make_array(py)?.getattr("__array_interface__")
+    }
+
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+        let arr = self.make_array(py)?;
+        let np = py.import("numpy")?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dtype", dtype)?;
+        kwargs.set_item("copy", copy)?;
+        np.getattr("asarray")?.call((arr,), Some(&kwargs)).or_else(|_| np.getattr("array")?.call((self.make_array(py)?,), Some(&kwargs)))
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __dlpack__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        self.make_array(py)?.getattr("__dlpack__")?.call(args, kwargs)
+    }
+
+    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.make_array(py)?.call_method0("__dlpack_device__")
+    }
+
+    /// Buffer protocol: a read-only buffer of the frame (the array's).
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+        let arr = slf.get().make_array(slf.py())?;
+        // SAFETY: `view` is the caller's Py_buffer to fill; the array's own getbuffer fills it
+        // and sets view->obj to a new reference of the array, which keeps the pin alive until
+        // the consumer releases the buffer.
+        if unsafe { ffi::PyObject_GetBuffer(arr.as_ptr(), view, flags) } != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<framebus.Frame {:?} seq={} frame_id={}{}>", self.name, self.seq, self.frame_id, if self.released() { " released" } else { "" })
+    }
+}
