@@ -420,20 +420,28 @@ def test_frames_iterator(name):
     with framebus.create(name, shape=(1,), dtype=np.int32, slots=8) as w, framebus.open(name, mode="lossless") as r:
         for k in range(5):
             w.write(np.array([k], np.int32), frame_id=k)
-        pubs = list(r.frames(timeout=0.05))
+        pubs = list(r.frames(timeout=0.05, copy=True))
+        assert all(isinstance(p, framebus.Publication) for p in pubs)
         assert [p.frame_id for p in pubs] == list(range(5))
         assert [p.count for p in pubs] == list(range(1, 6))
+        assert [int(p.payload[0]) for p in pubs] == list(range(5))
         with framebus.open(name) as latest:
             for k in range(5, 8):
                 w.write(np.array([k], np.int32), frame_id=k)
-            pubs = list(latest.frames(timeout=0.05))
+            pubs = list(latest.frames(timeout=0.05, copy=True))
             assert [p.frame_id for p in pubs] == [7]
             assert pubs[0].missed_publications == 2
+        # The default yields zero-copy frames, each released when the loop moves on.
+        got = []
+        for f in r.frames(timeout=0.05):
+            assert isinstance(f, framebus.Frame) and not f.released
+            got.append((f.frame_id, f.seq, int(f.array[0])))
+        assert got == [(k, k + 1, k) for k in range(5, 8)]
         out = np.zeros(1, np.int32)
         w.write(np.array([8], np.int32), frame_id=8)
-        it = r.frames(timeout=LONG, out=out)
-        for k, p in zip(range(5, 9), it):
-            assert p.frame_id == k and p.payload is out
+        it = r.frames(timeout=LONG, copy=True, out=out)
+        p = next(it)
+        assert p.frame_id == 8 and p.payload is out
         r.close()
         assert list(it) == []  # a closed handle ends the iteration
         w.unlink()
