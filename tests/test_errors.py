@@ -203,7 +203,6 @@ def test_wrong_out_is_value_error_and_left_untouched(name):
         s.unlink()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: read(out=<not an ndarray>) raises InvalidArgumentError (ValueError); pyshmem 1.4 and Python raise TypeError for a wrong type")
 def test_out_of_a_wrong_type_is_type_error(name):
     with framebus.create(name, shape=(3,), dtype=np.float32) as s:
         try:
@@ -630,14 +629,12 @@ def test_random_header_corruption_is_refused_without_crashing(name, spawn):
 @layout_v1
 def test_random_control_word_corruption_never_crashes_or_hangs(name, spawn):
     """Random bytes in the live control words (lock, wait words, counters, reader table, slot
-    descriptors) while handles are attached: every call returns or raises a Python error.
-    The `published` word itself is left out here: its known failures have the two tests below
-    (include it once they pass)."""
-    _fuzz(name, spawn, seed=99, lo=OFF_PUBLISHED, hi=OFF_PAYLOAD, iterations=60, skip=[(OFF_PUBLISHED, OFF_PUBLISHED + 8)])
+    descriptors, the `published` word) while handles are attached: every call returns or raises
+    a Python error."""
+    _fuzz(name, spawn, seed=99, lo=OFF_PUBLISHED, hi=OFF_PAYLOAD, iterations=60)
 
 
 @layout_v1
-@pytest.mark.xfail(strict=True, reason="BUG: read() spins forever (holding the GIL, deaf to Ctrl-C) when `published` names a sequence no slot holds")
 def test_published_sequence_without_a_slot_does_not_hang(name, spawn):
     child = spawn(
         f"""
@@ -666,7 +663,6 @@ def test_published_sequence_without_a_slot_does_not_hang(name, spawn):
 
 
 @layout_v1
-@pytest.mark.xfail(strict=True, reason="BUG: write() panics (PanicException escapes) when `published` names a slot out of range")
 def test_published_slot_out_of_range_is_refused_by_write(name, spawn):
     child = spawn(
         f"""

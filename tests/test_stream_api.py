@@ -777,12 +777,6 @@ def test_pyshmem_exception_types_match(name):
         s.unlink()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: keyword names of pyshmem 1.4 calls that framebus does not accept "
-    "(poll_interval on read/read_new/acquire/locked/read_*publication, timeout on read_publication, "
-    "auto_unlink/notify on create); code passing them gets TypeError after switching the import",
-)
 def test_pyshmem_keyword_names_are_accepted():
     pyshmem = _pyshmem()
     missing = []
@@ -807,11 +801,6 @@ def test_lock_of_a_thread_that_exited_is_recovered(name):
         s.unlink()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: close() (and leaving a `with` block) keeps the write lock this thread holds; "
-    "pyshmem 1.4 releases it, here every other writer times out until this process exits",
-)
 def test_close_releases_the_lock_this_thread_holds(name):
     w = framebus.create(name, shape=(2,))
     other = framebus.open(name)

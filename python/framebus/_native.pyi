@@ -58,12 +58,12 @@ class Stream:
         ``timeout``."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros."""
-    def read(self, *, safe: bool = True, out: Optional[np.ndarray] = None, timeout: Optional[float] = None) -> np.ndarray:
+    def read(self, *, safe: bool = True, out: Optional[np.ndarray] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> np.ndarray:
         """A copy of the newest frame (into ``out`` if given; zeros before the first write).
         Never torn. ``safe`` and ``timeout`` are accepted for pyshmem compatibility."""
     def read_into(self, out: np.ndarray) -> np.ndarray:
         """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
-    def read_new(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True) -> np.ndarray:
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True, poll_interval: float = 1e-5) -> np.ndarray:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
         last one this handle saw and returns a copy. TimeoutError after ``timeout``."""
     def _read_info(self, *, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]: ...
@@ -78,7 +78,7 @@ class Stream:
         """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
     def loan(self, timeout: Optional[float] = None, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timestamp_ns: Optional[int] = None) -> "Loan":
         """A writable array in the next free slot: fill it, then commit (or leave the with block)."""
-    def acquire(self, timeout: Optional[float] = None) -> None:
+    def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
         """Takes the cross-process write lock (re-entrant per thread)."""
     def release(self) -> None:
         """Releases one level of the calling thread's write lock."""

@@ -46,10 +46,11 @@ class Stream(_native.Stream):
     ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``."""
 
     _readonly = False
+    _auto_unlink = False
 
     # -- locking ---------------------------------------------------------------------------
     @contextmanager
-    def locked(self, timeout: Optional[float] = None) -> Iterator["Stream"]:
+    def locked(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> Iterator["Stream"]:
         """Holds the cross-process write lock for the ``with`` block and yields this handle.
         Raises TimeoutError (StreamTimeoutError) if it cannot be taken within ``timeout``."""
         self.acquire(timeout)
@@ -59,14 +60,26 @@ class Stream(_native.Stream):
             self.release()
 
     # -- reads with their publication info --------------------------------------------------
-    def read_publication(self, *, out: Optional[np.ndarray] = None, safe: bool = True) -> Publication:
+    def read_publication(
+        self,
+        *,
+        out: Optional[np.ndarray] = None,
+        safe: bool = True,
+        timeout: Optional[float] = None,
+        poll_interval: float = 1e-6,
+    ) -> Publication:
         """The newest frame (copied, into ``out`` if given) with its sequence, time, id and
         metadata, read as one snapshot."""
         arr, seq, ts, fid, meta = self._read_info(out=out)
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, 0)
 
     def read_new_publication(
-        self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True
+        self,
+        *,
+        timeout: Optional[float] = None,
+        out: Optional[np.ndarray] = None,
+        safe: bool = True,
+        poll_interval: float = 1e-5,
     ) -> Publication:
         """Like ``read_new`` but returns a :class:`Publication`."""
         arr, seq, ts, fid, meta = self._read_new_info(timeout=timeout, out=out)
@@ -161,6 +174,8 @@ class Stream(_native.Stream):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._auto_unlink and not self.closed:
+            self.unlink()
         self.close()
 
     def __reduce__(self) -> Any:
@@ -211,6 +226,8 @@ def create(
     exist_ok: bool = False,
     gpu_device: Any = None,
     cpu_mirror: Optional[bool] = None,
+    auto_unlink: bool = False,
+    notify: bool = False,
 ) -> Stream:
     """Creates the stream ``name``: a ring of ``slots`` frames of ``shape`` and ``dtype`` in
     /dev/shm/framebus.<name>, fully allocated now, with permission bits ``mode`` (0o600 by
@@ -219,7 +236,10 @@ def create(
     ``size`` (bytes per frame) is an optional cross-check, as in pyshmem. ``meta_capacity`` is
     the metadata bytes each frame can carry; ``max_readers`` the handles that may be attached at
     once. With ``exist_ok=True`` an existing stream of the same spec is opened, and a stale one
-    (creator dead, nobody attached) is replaced.
+    (creator dead, nobody attached) is replaced. ``auto_unlink=True`` makes leaving a ``with``
+    block unlink the stream instead of only closing the handle (as in pyshmem). ``notify`` and
+    ``poll_interval`` arguments are accepted for pyshmem compatibility and ignored: framebus
+    readers always wait on a futex.
 
     Raises StreamExistsError (FileExistsError), ValueError for a bad name/shape/dtype/size,
     TypeError for arguments of the wrong type, InsufficientSpaceError (OSError, ENOSPC) when
@@ -243,7 +263,9 @@ def create(
         if value < 0 or value > 0xFFFFFFFF:
             raise InvalidArgumentError(f"{label} is out of range: {value}")
     spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok))
-    return Stream(name, create=spec)
+    stream = Stream(name, create=spec)
+    stream._auto_unlink = bool(auto_unlink)
+    return stream
 
 
 def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None) -> Stream:  # noqa: A001
