@@ -20,10 +20,18 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def bridged() -> dict:
+    """Stream name -> one-line summaries of the bridges (framebus.net) running on it."""
+    from .._bridge.status import by_stream
+
+    return by_stream()
+
+
 def rows() -> list:
     from ..info import list_streams
 
     out = []
+    links = bridged()
     for s in list_streams():
         if s.problem:
             status = "unreadable"
@@ -43,6 +51,7 @@ def rows() -> list:
                 "written": human_bytes(s.bytes_written),
                 "size": human_bytes(s.total_bytes),
                 "problem": s.problem or "",
+                "bridge": "; ".join(links.pop(str(s), [])),
             }
         )
     return out
@@ -67,9 +76,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     table = Table(title="framebus streams")
     for col in data[0]:
-        if col != "problem" or any(r["problem"] for r in data):
+        if col not in ("problem", "bridge") or any(r[col] for r in data):
             table.add_column(col, justify="right" if col in ("slots", "sequence", "written", "size") else "left")
+    shown = [k for k in data[0] if k not in ("problem", "bridge") or any(x[k] for x in data)]
     for r in data:
-        table.add_row(*(str(v) for k, v in r.items() if k != "problem" or any(x["problem"] for x in data)))
+        table.add_row(*(str(r[k]) for k in shown))
     Console().print(table)
     return 0

@@ -1,0 +1,271 @@
+"""W5 over the network: 1080p RGB frames from one process to another over loopback TCP,
+framebus bridge (latest and lossless) vs plain pyzmq PUB/SUB with copy=False, interleaved in one
+run. Not a test: it prints a table (and writes JSON with --json).
+
+    python benches/w5_bridge.py [--seconds 3] [--trials 2] [--fps 30] [--json FILE]
+
+What each system does per frame, so the comparison is like for like:
+- pyzmq: the sender fills a frame buffer (np.copyto from a template: what producing a frame
+  costs) from a pool whose buffers ZeroMQ has released (tracked), sends [header, frame] with
+  copy=False over PUB (SNDHWM = 4); the receiver (SUB, RCVHWM = 4) gets it with copy=False.
+- framebus: the sender fills a loaned slot of a local stream (the same np.copyto), a publisher
+  thread in the same process sends it zero-copy from the slot; in the receiving process a
+  subscriber thread writes it into a local stream and the consumer takes a zero-copy view.
+Latency: from the frame being ready at the sender (after the fill) to the consumer holding it as
+an ndarray, on one clock (same host). Frames/s: frames the consumer got per second. Lost: frames
+sent that the consumer never saw (PUB/SUB and latest mode drop; lossless slows the sender).
+The paced rows send at --fps to measure latency without queueing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import socket
+import statistics
+import struct
+import sys
+import time
+from typing import Any, Dict, List
+
+SHAPE = (1080, 1920, 3)
+HWM = 4
+HEADER = struct.Struct("<QQB")  # seq, t_ns, measured
+WARMUP_S = 0.5
+
+
+def _templates(shape: tuple, n: int = 4) -> list:
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    return [rng.integers(0, 255, size=shape, dtype=np.uint8) for _ in range(n)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pace(start: float, n: int, fps: float) -> None:
+    if fps:
+        delay = start + n / fps - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
+# -- pyzmq PUB/SUB --------------------------------------------------------------------------------
+def zmq_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, out: Any) -> None:
+    import numpy as np
+    import zmq
+
+    frames = _templates(shape)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUB)
+    sock.setsockopt(zmq.SNDHWM, HWM)
+    sock.bind(f"tcp://127.0.0.1:{port}")
+    pool = [np.empty(shape, np.uint8) for _ in range(HWM + 2)]
+    trackers: List[Any] = [None] * len(pool)
+    out.put("ready")
+    go.wait()
+    start = time.perf_counter()
+    n = 0
+    while (now := time.perf_counter()) < start + WARMUP_S + seconds:
+        i = n % len(pool)
+        if trackers[i] is not None:
+            trackers[i].wait()  # the buffer is still being sent: never overwrite it
+        np.copyto(pool[i], frames[n % len(frames)])
+        header = HEADER.pack(n, time.time_ns(), now >= start + WARMUP_S)
+        trackers[i] = sock.send_multipart([header, pool[i]], copy=False, track=True)
+        n += 1
+        _pace(start, n, fps)
+    out.put(("sent", n))
+    sock.close(linger=1000)
+    ctx.term()
+
+
+def zmq_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
+    import numpy as np
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.RCVHWM, HWM)
+    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    out.put("ready")
+    lat, times, seqs = [], [], []
+    while not stop.is_set():
+        if not sock.poll(100):
+            continue
+        header, payload = sock.recv_multipart(copy=False)
+        seq, t_ns, measured = HEADER.unpack(header.bytes)
+        arr = np.frombuffer(payload.buffer, np.uint8).reshape(shape)
+        _ = int(arr[0, 0, 0])  # the consumer touches the frame
+        if measured:
+            lat.append((time.time_ns() - t_ns) / 1e6)
+            times.append(time.perf_counter())
+            seqs.append(seq)
+    out.put(("got", lat, times, seqs))
+    sock.close(linger=0)
+    ctx.term()
+
+
+# -- framebus bridge ------------------------------------------------------------------------------
+def fb_sender(shape: tuple, port: int, seconds: float, fps: float, mode: str, go: Any, out: Any) -> None:
+    import numpy as np
+
+    import framebus
+    import framebus.net as net
+
+    frames = _templates(shape)
+    name = f"w5net-src-{os.getpid()}"
+    src = framebus.create(name, shape=shape, dtype=np.uint8, slots=HWM + 2)
+    pub = net.publish(name, f"tcp://127.0.0.1:{port}", mode=mode, hwm=HWM, status=False)
+    out.put("ready")
+    go.wait()
+    start = time.perf_counter()
+    n = 0
+    while (now := time.perf_counter()) < start + WARMUP_S + seconds:
+        measured = b"1" if now >= start + WARMUP_S else b"0"
+        with src.loan(timeout=30, frame_id=n, meta=measured) as a:
+            np.copyto(a, frames[n % len(frames)])
+        n += 1
+        _pace(start, n, fps)
+    out.put(("sent", n))
+    out.put(("pub", pub.stats.dropped))
+    time.sleep(0.3)
+    pub.stop()
+    src.unlink()
+
+
+def fb_receiver(shape: tuple, port: int, mode: str, stop: Any, out: Any) -> None:
+    import framebus
+    import framebus.net as net
+
+    name = f"w5net-dst-{os.getpid()}"
+    sub = net.subscribe(f"tcp://127.0.0.1:{port}", name, timeout=30, hwm=HWM, slots=HWM + 2, status=False)
+    dst = framebus.open(name, mode=mode)
+    out.put("ready")
+    lat, times, seqs = [], [], []
+    while not stop.is_set():
+        try:
+            f = dst.wait_view(timeout=0.1)
+        except TimeoutError:
+            continue
+        _ = int(f.array[0, 0, 0])  # the consumer touches the frame
+        if f.meta == b"1":
+            lat.append((time.time_ns() - f.timestamp_ns) / 1e6)
+            times.append(time.perf_counter())
+            seqs.append(f.frame_id)
+        f.release()
+    out.put(("got", lat, times, seqs))
+    dst.close()
+    sub.stop()
+
+
+# -- driver --------------------------------------------------------------------------------------
+def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE) -> Dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q_send, q_recv = ctx.Queue(), ctx.Queue()
+    go, stop = ctx.Event(), ctx.Event()
+    port = _free_port()
+    if system == "pyzmq":
+        sender = ctx.Process(target=zmq_sender, args=(shape, port, seconds, fps, go, q_send))
+        receiver = ctx.Process(target=zmq_receiver, args=(shape, port, stop, q_recv))
+    else:
+        mode = system.split()[-1]
+        sender = ctx.Process(target=fb_sender, args=(shape, port, seconds, fps, mode, go, q_send))
+        receiver = ctx.Process(target=fb_receiver, args=(shape, port, mode, stop, q_recv))
+    sender.start()
+    assert q_send.get(timeout=60) == "ready"
+    receiver.start()
+    assert q_recv.get(timeout=60) == "ready"
+    go.set()
+    _, sent = q_send.get(timeout=seconds + 120)
+    pub_dropped = q_send.get(timeout=30)[1] if system != "pyzmq" else None
+    time.sleep(0.5)  # let the last frames arrive
+    stop.set()
+    _, lat, times, seqs = q_recv.get(timeout=60)
+    sender.join(60)
+    receiver.join(60)
+    fps_got = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
+    span = (seqs[-1] - seqs[0] + 1) if seqs else 0
+    lost = span - len(set(seqs)) if seqs else 0
+    lat.sort()
+    pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
+    return {
+        "system": system, "fps_target": fps, "sent": sent, "received": len(times), "fps": fps_got,
+        "lost": lost, "lost_pct": 100.0 * lost / span if span else 0.0, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
+        "publisher_dropped": pub_dropped,
+    }
+
+
+def main(argv: Any = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=3.0, help="measured seconds per run (default 3)")
+    ap.add_argument("--trials", type=int, default=2, help="interleaved rounds (default 2)")
+    ap.add_argument("--fps", type=float, default=30.0, help="rate of the paced latency runs (0: skip them)")
+    ap.add_argument("--json", help="write every run to this file")
+    ap.add_argument("--shape", default="1080x1920x3", help="frame shape HxWxC, uint8 (default 1080x1920x3)")
+    args = ap.parse_args(argv)
+    shape = tuple(int(d) for d in args.shape.split("x"))
+    systems = ["pyzmq", "framebus latest", "framebus lossless"]
+    runs: List[Dict[str, Any]] = []
+    for trial in range(args.trials):
+        for paced in ([0.0, args.fps] if args.fps else [0.0]):
+            for system in systems:
+                r = run_once(system, args.seconds, paced, shape)
+                r["trial"] = trial
+                runs.append(r)
+                print(f"  trial {trial} {system:18} {'paced ' + str(paced) if paced else 'full speed':>12}: "
+                      f"{r['fps']:7.1f} frames/s  lost {r['lost']:5d}  p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms", flush=True)
+    _table(runs, systems, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
+                       "argv": sys.argv, "runs": runs}, f, indent=2)
+    return 0
+
+
+def _table(runs: List[Dict[str, Any]], systems: List[str], args: Any) -> None:
+    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+    rows = []
+    mb = 1e-6 * math.prod(int(d) for d in args.shape.split("x"))  # MB per frame
+    for paced in sorted({r["fps_target"] for r in runs}):
+        base = med([r["fps"] for r in runs if r["system"] == "pyzmq" and r["fps_target"] == paced])
+        base_p50 = med([r["p50_ms"] for r in runs if r["system"] == "pyzmq" and r["fps_target"] == paced])
+        for s in systems:
+            rs = [r for r in runs if r["system"] == s and r["fps_target"] == paced]
+            fps = med([r["fps"] for r in rs])
+            p50 = med([r["p50_ms"] for r in rs])
+            rows.append([
+                s, "full speed" if not paced else f"paced {paced:g}/s", f"{fps:.1f}", f"{fps * mb:.0f}",
+                f"{med([r['lost_pct'] for r in rs]):.1f}", f"{p50:.2f}", f"{med([r['p99_ms'] for r in rs]):.2f}",
+                f"{fps / base:.2f}" if base and not paced else "", f"{p50 / base_p50:.2f}" if base_p50 else "",
+            ])
+    cols = ["system", "load", "frames/s", "MB/s", "lost %", "p50 ms", "p99 ms", "fps vs pyzmq", "p50 vs pyzmq"]
+    title = f"W5 bridge: {args.shape} uint8 over loopback TCP, median of {args.trials} interleaved trials, {args.seconds:g} s each ({os.cpu_count()} CPUs)"
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(title)
+        print(" | ".join(cols))
+        for r in rows:
+            print(" | ".join(r))
+        return
+    t = Table(title=title)
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("system", "load") else "right")
+    for r in rows:
+        t.add_row(*r)
+    Console(width=max(120, Console().width)).print(t)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

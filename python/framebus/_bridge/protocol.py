@@ -1,0 +1,188 @@
+"""The bridge's wire format, version 1. Pure Python, no ZeroMQ: it only packs and checks bytes.
+
+Every message starts with an 8-byte prefix ``<4sBBH``: magic ``b"FBNT"``, protocol version, kind,
+flags. Then, by kind (all integers little-endian):
+
+=========  =========  ======================================================================
+kind       direction  body
+=========  =========  ======================================================================
+HELLO      sub -> pub JSON: window (frames in flight it accepts), mode it expects or null,
+                      last_seq + source_id of the last frame it wrote (resume), name, host
+WELCOME    pub -> sub JSON: epoch (random per publisher run), mode, window granted, stream,
+                      spec (dtype, shape, slots, meta_capacity) or null, compress
+FRAME      pub -> sub fixed header (see ``FRAME``), shape (ndim x u64), dtype string (ASCII,
+                      NumPy ``dtype.str``), metadata bytes; the payload is the next message part
+ACK        sub -> pub u64 source_id, u64 seq: the frame is in the local stream (returns a credit)
+HEARTBEAT  both       pub -> sub: u64 epoch; sub -> pub: empty
+BYE        both       empty: the sender stops (the other end forgets it at once)
+RESET      pub -> sub empty: "I do not know you" (the publisher restarted); answer with HELLO
+REFUSE     pub -> sub UTF-8 text: why the publisher will not serve this subscriber
+=========  =========  ======================================================================
+
+A receiver checks magic and version first. A peer of another version gets REFUSE (whose body
+format never changes) and is not served; a message without the magic is reported as
+ProtocolError. The whole frame spec travels in every FRAME header, so a subscriber checks each
+frame against its local stream and can never write a frame of one spec into a stream of another.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Dict, NamedTuple, Tuple, Union
+
+from .errors import ProtocolError
+
+MAGIC = b"FBNT"
+VERSION = 1
+
+HELLO, WELCOME, FRAME, ACK, HEARTBEAT, BYE, RESET, REFUSE = range(1, 9)
+KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", FRAME: "FRAME", ACK: "ACK", HEARTBEAT: "HEARTBEAT", BYE: "BYE", RESET: "RESET", REFUSE: "REFUSE"}
+
+#: FRAME flags.
+F_ZSTD = 0x1
+F_RESENT = 0x2
+
+PREFIX = struct.Struct("<4sBBH")
+#: FRAME fixed part: prefix, source_id, seq, timestamp_ns, frame_id, payload bytes (uncompressed),
+#: meta length, slots, meta_capacity, ndim, dtype length.
+FRAME_FIXED = struct.Struct("<4sBBHQQQqQIIIBB")
+U64 = struct.Struct("<Q")
+ACK_BODY = struct.Struct("<QQ")
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+
+class FrameHeader(NamedTuple):
+    """A FRAME header, decoded. ``spec`` is (dtype string, shape)."""
+
+    flags: int
+    source_id: int
+    seq: int
+    timestamp_ns: int
+    frame_id: int
+    nbytes: int
+    slots: int
+    meta_capacity: int
+    spec: Tuple[str, Tuple[int, ...]]
+    meta: bytes
+
+
+def prefix(kind: int, flags: int = 0) -> bytes:
+    """The 8-byte prefix of a message of ``kind``."""
+    return PREFIX.pack(MAGIC, VERSION, kind, flags)
+
+
+def peek(msg: Buffer) -> Tuple[int, int, int]:
+    """(version, kind, flags) of a message; ProtocolError if it is not a framebus message."""
+    if len(msg) < PREFIX.size:
+        raise ProtocolError(f"a {len(msg)}-byte message is too short to be a framebus bridge message")
+    magic, version, kind, flags = PREFIX.unpack_from(msg)
+    if magic != MAGIC:
+        raise ProtocolError(f"not a framebus bridge message (starts with {bytes(msg[:4])!r}, expected {MAGIC!r}); is the other end a framebus bridge?")
+    return version, kind, flags
+
+
+def pack_json(kind: int, body: Dict[str, Any]) -> bytes:
+    """A HELLO or WELCOME message."""
+    return prefix(kind) + json.dumps(body, separators=(",", ":")).encode()
+
+
+def unpack_json(msg: Buffer) -> Dict[str, Any]:
+    """The JSON body of a HELLO or WELCOME message; ProtocolError if it is not an object."""
+    try:
+        body = json.loads(bytes(msg[PREFIX.size:]))
+    except ValueError as exc:
+        raise ProtocolError(f"malformed bridge control message: {exc}") from None
+    if not isinstance(body, dict):
+        raise ProtocolError("malformed bridge control message: the body is not a JSON object")
+    return body
+
+
+def pack_ack(source_id: int, seq: int) -> bytes:
+    """An ACK of frame ``seq`` of source segment ``source_id``."""
+    return prefix(ACK) + ACK_BODY.pack(source_id, seq)
+
+
+def unpack_ack(msg: Buffer) -> Tuple[int, int]:
+    """(source_id, seq) of an ACK; ProtocolError if truncated."""
+    if len(msg) < PREFIX.size + ACK_BODY.size:
+        raise ProtocolError("truncated ACK message")
+    return ACK_BODY.unpack_from(msg, PREFIX.size)
+
+
+def pack_u64(kind: int, value: int) -> bytes:
+    """A publisher HEARTBEAT (value = epoch)."""
+    return prefix(kind) + U64.pack(value)
+
+
+def unpack_u64(msg: Buffer) -> int:
+    """The u64 body of a publisher HEARTBEAT (0 when absent)."""
+    if len(msg) < PREFIX.size + U64.size:
+        return 0
+    return U64.unpack_from(msg, PREFIX.size)[0]
+
+
+def pack_refuse(reason: str) -> bytes:
+    """A REFUSE message (its format is the same in every protocol version)."""
+    return prefix(REFUSE) + reason.encode("utf-8", "replace")
+
+
+def unpack_refuse(msg: Buffer) -> str:
+    """The reason carried by a REFUSE message."""
+    return bytes(msg[PREFIX.size:]).decode("utf-8", "replace")
+
+
+class FramePacker:
+    """Packs FRAME headers, caching the encoded spec (shape + dtype) between frames of one spec."""
+
+    def __init__(self) -> None:
+        self._spec: Any = None
+        self._spec_bytes = b""
+        self._ndim = 0
+        self._dlen = 0
+
+    def pack(
+        self,
+        *,
+        flags: int,
+        source_id: int,
+        seq: int,
+        timestamp_ns: int,
+        frame_id: int,
+        nbytes: int,
+        slots: int,
+        meta_capacity: int,
+        spec: Tuple[str, Tuple[int, ...]],
+        meta: bytes,
+    ) -> bytes:
+        """The header of one frame (the payload goes in the next message part)."""
+        if spec != self._spec:
+            dtype, shape = spec
+            d = dtype.encode("ascii")
+            if len(d) > 255 or len(shape) > 255:
+                raise ValueError(f"frame spec {spec!r} cannot be encoded")
+            self._spec_bytes = struct.pack(f"<{len(shape)}Q", *shape) + d
+            self._ndim, self._dlen, self._spec = len(shape), len(d), spec
+        fixed = FRAME_FIXED.pack(MAGIC, VERSION, FRAME, flags, source_id, seq, timestamp_ns, frame_id, nbytes, len(meta), slots, meta_capacity, self._ndim, self._dlen)
+        return fixed + self._spec_bytes + meta
+
+
+def unpack_frame(msg: Buffer) -> FrameHeader:
+    """Decodes a FRAME header; ProtocolError if it is truncated or inconsistent."""
+    if len(msg) < FRAME_FIXED.size:
+        raise ProtocolError(f"truncated frame header ({len(msg)} bytes)")
+    (_, _, _, flags, source_id, seq, ts, frame_id, nbytes, meta_len, slots, meta_cap, ndim, dlen) = FRAME_FIXED.unpack_from(msg)
+    off = FRAME_FIXED.size
+    end = off + 8 * ndim + dlen + meta_len
+    if len(msg) != end or ndim == 0:
+        raise ProtocolError(f"inconsistent frame header: {len(msg)} bytes, expected {end} (ndim={ndim}, dtype {dlen} bytes, meta {meta_len} bytes)")
+    shape = struct.unpack_from(f"<{ndim}Q", msg, off)
+    off += 8 * ndim
+    try:
+        dtype = bytes(msg[off:off + dlen]).decode("ascii")
+    except UnicodeDecodeError:
+        raise ProtocolError("frame header carries a dtype that is not ASCII") from None
+    off += dlen
+    meta = bytes(msg[off:end])
+    return FrameHeader(flags, source_id, seq, ts, frame_id, nbytes, slots, meta_cap, (dtype, tuple(shape)), meta)

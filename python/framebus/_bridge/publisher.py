@@ -1,0 +1,440 @@
+"""The publishing end: follows a local stream and sends its frames to subscribers.
+
+Socket pattern: ROUTER (bound here) to one DEALER per subscriber, with credit-based flow
+control. A subscriber announces a window (HELLO); each frame sent uses one credit and each ACK
+(the frame is in the subscriber's stream) returns it. So nothing queues without bound anywhere,
+and:
+
+- lossless: the next frame is taken from the source (a lossless reader) only when every known
+  subscriber has a credit, which is what stops the source's writer when the slowest subscriber
+  falls behind: backpressure from the remote stream to the local writer. Frames sent and not
+  acknowledged are kept (pinned in their slots, or as the compressed bytes) and sent again if the
+  subscriber reconnects under the same identity;
+- latest: the source is read by a latest-mode reader whenever some subscriber has a credit; a
+  subscriber without one misses that frame (counted), and the next frame it gets is the newest.
+
+PUB/SUB cannot do the lossless half (a PUB drops at its high-water mark and never blocks) and
+PUSH/PULL deals each frame to one puller instead of all subscribers; ROUTER/DEALER with credits
+gives fan-out and backpressure, with ZeroMQ's own high-water marks as a second bound.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import secrets
+import socket as _socket
+import time
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+import zmq
+
+from .. import stream as _stream
+from ..errors import InvalidArgumentError, StreamNotFoundError
+from ..info import stat as _stat
+from . import codec, protocol as P
+from .errors import ProtocolError
+from .base import SLICE_S, TICK_S, Bridge, positive
+from .sockets import check_endpoint, curve_server, zmq_error
+
+#: Use zero-copy views when the stream offers them (tests turn this off to cover the fallback).
+USE_VIEWS = True
+
+
+class _Peer:
+    """A subscriber as the publisher sees it."""
+
+    __slots__ = ("identity", "name", "window", "inflight", "last_heard", "last_sent", "last_sent_seq", "dropped", "unreachable")
+
+    def __init__(self, identity: bytes, name: str, window: int, now: float) -> None:
+        self.identity = identity
+        self.name = name
+        self.window = window
+        #: (source_id, seq, header, payload) of frames sent and not acknowledged; payload kept
+        #: only in lossless mode (to send again after a reconnect), else None.
+        self.inflight: Deque[Tuple[int, int, bytes, Any]] = collections.deque()
+        self.last_heard = now
+        self.last_sent = now
+        self.last_sent_seq = 0
+        self.dropped = 0
+        self.unreachable = False
+
+    def ready(self) -> bool:
+        return not self.unreachable and len(self.inflight) < self.window
+
+    def ack(self, source_id: int, seq: int) -> None:
+        """Frames arrive in order, so an acknowledgement covers every frame sent before the
+        acknowledged one (including frames of a source segment that was replaced since)."""
+        upto = -1
+        for i, entry in enumerate(self.inflight):
+            if entry[0] == source_id and entry[1] <= seq:
+                upto = i
+        for _ in range(upto + 1):
+            self.inflight.popleft()
+
+
+class Publisher(Bridge):
+    """Publishes a local stream over ZeroMQ; see ``framebus.net.publish``."""
+
+    role = "publish"
+
+    def __init__(
+        self,
+        stream_name: str,
+        endpoint: str,
+        *,
+        mode: str = "latest",
+        hwm: int = 4,
+        compress: Any = None,
+        copy_threshold: int = zmq.COPY_THRESHOLD,
+        heartbeat_ivl: float = 1.0,
+        peer_timeout: float = 10.0,
+        curve_certificate: Any = None,
+        curve_location: Any = None,
+        status: bool = True,
+    ) -> None:
+        if not isinstance(stream_name, str):
+            raise TypeError(f"stream_name must be a str, got {stream_name!r}")
+        if mode not in ("latest", "lossless"):
+            raise InvalidArgumentError(f"mode must be 'latest' or 'lossless', got {mode!r}")
+        self.hwm = positive("hwm", hwm, integer=True)
+        if isinstance(copy_threshold, bool) or not isinstance(copy_threshold, int) or copy_threshold < 0:
+            raise TypeError(f"copy_threshold must be an int >= 0, got {copy_threshold!r}")
+        self.copy_threshold = copy_threshold
+        self.heartbeat_ivl = positive("heartbeat_ivl", heartbeat_ivl)
+        self.peer_timeout = positive("peer_timeout", peer_timeout)
+        if self.peer_timeout <= self.heartbeat_ivl:
+            raise InvalidArgumentError(f"peer_timeout ({peer_timeout}) must be longer than heartbeat_ivl ({heartbeat_ivl})")
+        if curve_location is not None and curve_certificate is None:
+            raise InvalidArgumentError("curve_location needs curve_certificate (the publisher's secret certificate)")
+        self.compress = codec.parse(compress)
+        super().__init__(stream_name, check_endpoint(endpoint, bind=True), mode, status)
+        self._curve = (curve_certificate, curve_location)
+        self._ctx: Any = None  # zmq.Context once set up
+        self._sock: Any = None  # zmq.Socket once set up
+        self._auth: Any = None
+        self._src: Any = None
+        self._src_path = ""
+        self._src_ino = 0
+        self._peers: Dict[bytes, _Peer] = {}
+        self._pins: Deque[Any] = collections.deque()
+        self._packer = P.FramePacker()
+        self._compressor = codec.Compressor(self.compress[1]) if self.compress else None
+        self.epoch = secrets.randbits(63) or 1
+        self.dropped_by_gone_peers = 0
+        self.bad_messages = 0
+        #: Large frames copied because too many slots were pinned already (latest mode).
+        self.copied = 0
+        self.source_missed = 0
+
+    # -- set-up and tear-down ----------------------------------------------------------------
+    def _setup(self) -> None:
+        self._open_source()
+        ctx = self._ctx = zmq.Context()
+        sock = self._sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.setsockopt(zmq.RCVHWM, 1000)
+        sock.setsockopt(zmq.LINGER, 200)
+        if self._curve[0] is not None:
+            self._auth = curve_server(ctx, sock, *self._curve)
+        try:
+            sock.bind(self.endpoint)
+        except zmq.ZMQError as exc:
+            raise zmq_error(exc, self.endpoint, "bind") from None
+        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
+        self.state = "waiting for subscribers"
+        self._tick_rates(time.monotonic())
+
+    def _cleanup(self) -> None:
+        sock = self._sock
+        if sock is not None:
+            for peer in list(self._peers.values()):
+                self._send(peer, [P.prefix(P.BYE)])
+            self._peers.clear()
+            self._pins.clear()
+            self._sock = None
+            sock.close()
+        if self._auth is not None:
+            self._auth.stop()
+        if self._ctx is not None:
+            self._ctx.term()
+        if self._src is not None:
+            self._src.close()
+            self._src = None
+
+    def _peer_count(self) -> int:
+        return len(self._peers)
+
+    # -- the source stream -----------------------------------------------------------------
+    def _open_source(self) -> None:
+        """Opens the source and remembers which segment it is (to notice a replacement)."""
+        for _ in range(5):
+            path = _stat(self.stream_name).path
+            ino = os.stat(path).st_ino
+            src = _stream.open(self.stream_name, mode=str(self.mode))
+            try:
+                if os.stat(path).st_ino == ino:
+                    break
+            except FileNotFoundError:
+                pass
+            src.close()
+        else:
+            raise StreamNotFoundError(2, f"stream {self.stream_name!r} keeps being replaced; cannot follow it")
+        self._src, self._src_path, self._src_ino = src, path, ino
+        for peer in self._peers.values():
+            peer.last_sent_seq = 0  # sequence numbers start again in a new segment
+        self._refresh = True  # send the newest frame at once (it was written before we attached)
+        self._spec = (src.dtype.str, tuple(src.shape))
+        self._views = USE_VIEWS and hasattr(src, "wait_view")
+        # Latest mode keeps at most slots-2 slots pinned by in-flight sends so the source's
+        # writer always has a free slot; beyond that, frames are copied.
+        self._pin_cap = max(0, src.slots - 2)
+
+    def _check_source(self) -> None:
+        """Follows a source that was removed or replaced (another spec): switches to the new
+        segment once the old one is drained (lossless) or at once (latest)."""
+        try:
+            ino: Optional[int] = os.stat(self._src_path).st_ino if self._src_path else None
+        except FileNotFoundError:
+            ino = None
+        if self._src is not None:
+            if ino == self._src_ino:
+                return
+            if self.mode == "lossless" and self._src.write_sequence > self._src.last_seq:
+                return  # frames of the old segment still to send
+            self.source_missed += self._src.total_missed
+            self._src.close()
+            self._src = None
+            self.state = "waiting for source"
+        try:
+            self._open_source()
+        except StreamNotFoundError:
+            return
+        self.spec_changes += 1
+        self.state = "running" if self._peers else "waiting for subscribers"
+
+    def _take(self) -> Optional[Tuple[int, int, int, bytes, Any, int, int]]:
+        """Waits briefly for the next source frame: (seq, timestamp_ns, frame_id, meta,
+        payload, flags, nbytes), or None. The payload is a zmq.Frame over the pinned slot, or
+        bytes (compressed, small, or when too many slots are already pinned)."""
+        src = self._src
+        if self._refresh:
+            # The newest frame as it is now (without consuming it): the frame written before
+            # this reader attached, or the current frame for a subscriber that just joined.
+            self._refresh = False
+            if self._views and src.write_sequence > 0:
+                try:
+                    frame = src.view(timeout=0)
+                except TimeoutError:
+                    return None
+                # Lossless: only the frame the reader saw at open; a newer one comes in order
+                # through wait_view (sending it now would skip the frames before it).
+                if self.mode == "latest" or frame.seq == src.last_seq:
+                    return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, frame.array, frame)
+                frame.release()
+        try:
+            if not self._views:
+                pub = src.read_new_publication(timeout=SLICE_S)
+                return self._payload(pub.count, pub.timestamp_ns, pub.frame_id, pub.meta, pub.payload, None)
+            frame = src.wait_view(timeout=SLICE_S)
+        except TimeoutError:
+            return None
+        return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, frame.array, frame)
+
+    def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
+        nbytes = arr.nbytes
+        flags = 0
+        if self._compressor is not None:
+            payload: Any = self._compressor.compress(arr)
+            flags = P.F_ZSTD
+        elif frame is None:
+            payload = zmq.Frame(arr, copy=False)  # our own copy already (no views): no pin
+        elif nbytes < self.copy_threshold or not self._pin_budget():
+            payload = arr.tobytes()
+            self.copied += nbytes >= self.copy_threshold
+        else:
+            payload = zmq.Frame(arr, copy=False, track=self.mode == "latest")
+            if self.mode == "latest":
+                self._pins.append(payload.tracker)
+        if frame is not None:
+            frame.release()  # the array (held by the zmq.Frame, if any) keeps the slot pinned
+        return seq, ts, fid, meta, payload, flags, nbytes
+
+    def _pins_full(self) -> bool:
+        """Latest mode, zero-copy frames: when every slot we may pin is still being sent,
+        waits (up to SLICE_S) for the oldest send to finish rather than copy the next frame;
+        a frame that is not taken now is replaced by a newer one, so waiting costs nothing."""
+        if self.mode != "latest" or not self._views or self._compressor is not None or not self._pin_cap:
+            return False
+        if self._src.size < self.copy_threshold or self._pin_budget():
+            return False
+        try:
+            self._pins[0].wait(SLICE_S)
+        except zmq.NotDone:
+            return True
+        return False
+
+    def _pin_budget(self) -> bool:
+        if self.mode == "lossless":
+            return True  # bounded by the window, which is below the slot count
+        while self._pins and self._pins[0].done:
+            self._pins.popleft()
+        return len(self._pins) < self._pin_cap
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= self._next_tick:
+                self._tick(now)
+            self._serve(0)
+            if self._src is None:
+                self._serve(SLICE_S)
+                continue
+            ready = [p for p in self._peers.values() if p.ready()]
+            blocked = not ready if self.mode == "latest" else (not self._peers or len(ready) < len(self._peers))
+            if blocked:
+                self._serve(SLICE_S)
+                continue
+            if self._pins_full():
+                continue
+            got = self._take()
+            if got is not None:
+                self._serve(0)
+                seq = got[0]
+                self._publish(got, [p for p in self._peers.values() if p.ready() and p.last_sent_seq < seq])
+
+    def _publish(self, got: Tuple[int, int, int, bytes, Any, int, int], peers: List[_Peer]) -> None:
+        seq, ts, fid, meta, payload, flags, nbytes = got
+        src = self._src
+        header = self._packer.pack(
+            flags=flags, source_id=self._src_ino, seq=seq, timestamp_ns=ts, frame_id=fid, nbytes=nbytes,
+            slots=src.slots, meta_capacity=src.meta_capacity, spec=self._spec, meta=meta,
+        )
+        wire = len(payload) if isinstance(payload, bytes) else nbytes
+        keep = self.mode == "lossless"
+        sent = False
+        self.last_seq = seq
+        for peer in peers:
+            if peer.last_sent_seq and seq > peer.last_sent_seq + 1:
+                peer.dropped += seq - peer.last_sent_seq - 1
+                self.dropped = self.dropped_by_gone_peers + sum(p.dropped for p in self._peers.values())
+            peer.last_sent_seq = seq
+            peer.inflight.append((self._src_ino, seq, header, payload if keep else None))
+            if self._send(peer, [header, payload]):
+                self.wire_bytes += wire
+                sent = True
+        if sent:
+            self.frames += 1
+            self.bytes += nbytes
+            self.state = "running"
+
+    def _send(self, peer: _Peer, parts: List[Any]) -> bool:
+        """Sends to one peer without blocking; a peer that is gone is marked (lossless: kept
+        for a reconnect until peer_timeout) or forgotten (latest)."""
+        try:
+            self._sock.send_multipart([peer.identity, *parts], flags=zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as exc:
+            if exc.errno not in (zmq.EHOSTUNREACH, zmq.EAGAIN):
+                raise
+            if self.mode == "lossless":
+                peer.unreachable = True
+            else:
+                self._forget(peer)
+            return False
+        peer.last_sent = time.monotonic()
+        return True
+
+    def _forget(self, peer: _Peer) -> None:
+        if self._peers.pop(peer.identity, None) is not None:
+            self.dropped_by_gone_peers += peer.dropped
+            peer.inflight.clear()
+        if not self._peers and self.state == "running":
+            self.state = "waiting for subscribers"
+
+    def _tick(self, now: float) -> None:
+        self._next_tick = now + min(TICK_S, self.heartbeat_ivl / 2)
+        self._check_source()
+        for peer in list(self._peers.values()):
+            if now - peer.last_heard > self.peer_timeout:
+                self._forget(peer)
+            elif now - peer.last_sent >= self.heartbeat_ivl:
+                self._send(peer, [P.pack_u64(P.HEARTBEAT, self.epoch)])
+        self.dropped = self.dropped_by_gone_peers + sum(p.dropped for p in self._peers.values())
+        if now - self._rate_at >= TICK_S:
+            self._tick_rates(now)
+
+    # -- control messages ------------------------------------------------------------------
+    def _serve(self, timeout: float) -> None:
+        """Handles the subscribers' messages: waits up to ``timeout`` s for the first."""
+        sock = self._sock
+        if timeout and not sock.poll(int(timeout * 1000), zmq.POLLIN):
+            return
+        for _ in range(1000):
+            try:
+                parts = sock.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(parts) == 2:
+                try:
+                    self._handle(parts[0], parts[1])
+                except ProtocolError:
+                    self.bad_messages += 1  # not a framebus peer, or a damaged message: ignored
+
+    def _handle(self, identity: bytes, msg: bytes) -> None:
+        version, kind, _ = P.peek(msg)
+        if version != P.VERSION:
+            self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher speaks framebus bridge protocol {P.VERSION}, the subscriber {version}; install the same framebus version on both ends")])
+            return
+        now = time.monotonic()
+        peer = self._peers.get(identity)
+        if kind == P.HELLO:
+            self._hello(identity, P.unpack_json(msg), now)
+        elif peer is None:
+            if kind != P.BYE:
+                self._send(_Peer(identity, "", 0, 0.0), [P.prefix(P.RESET)])
+        elif kind == P.ACK:
+            peer.last_heard = now
+            peer.ack(*P.unpack_ack(msg))
+        elif kind == P.HEARTBEAT:
+            peer.last_heard = now
+        elif kind == P.BYE:
+            self._forget(peer)
+
+    def _hello(self, identity: bytes, body: Dict[str, Any], now: float) -> None:
+        want = body.get("mode")
+        if want not in (None, self.mode):
+            self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher of {self.stream_name!r} runs in {self.mode} mode; the subscriber asked for {want} mode")])
+            return
+        window = body.get("window")
+        window = min(window if isinstance(window, int) and window > 0 else 1, self.hwm)
+        if self.mode == "lossless" and self._src is not None:
+            window = min(window, max(1, self._src.slots - 1))  # pins held until acknowledged
+        peer = self._peers.get(identity)
+        if peer is None:
+            peer = self._peers[identity] = _Peer(identity, str(body.get("name", "")), window, now)
+            self._refresh = self.mode == "latest"  # a newcomer gets the current frame at once
+        else:
+            self.reconnects += 1
+        peer.window, peer.last_heard, peer.unreachable = window, now, False
+        src = self._src
+        spec = None if src is None else {"dtype": self._spec[0], "shape": list(self._spec[1]), "slots": src.slots, "meta_capacity": src.meta_capacity}
+        welcome = {
+            "epoch": self.epoch, "mode": self.mode, "window": window, "stream": self.stream_name,
+            "spec": spec, "compress": self.compress[0] if self.compress else None, "host": _socket.gethostname(),
+        }
+        if not self._send(peer, [P.pack_json(P.WELCOME, welcome)]):
+            return
+        if self.mode == "latest":
+            peer.inflight.clear()
+            return
+        # Lossless: send again what the subscriber has not acknowledged (and did not report).
+        sid, last = body.get("source_id"), body.get("last_seq")
+        if isinstance(sid, int) and isinstance(last, int):
+            peer.ack(sid, last)
+        for _, _, header, payload in list(peer.inflight):
+            flagged = header[:6] + (int.from_bytes(header[6:8], "little") | P.F_RESENT).to_bytes(2, "little") + header[8:]
+            if self._send(peer, [flagged, payload]):
+                self.resent += 1

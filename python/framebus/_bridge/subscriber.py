@@ -1,0 +1,375 @@
+"""The subscribing end: receives frames from a publisher into a local stream.
+
+A DEALER socket connects to the publisher's ROUTER and says HELLO with its window; the
+publisher answers WELCOME (mode and spec) and then sends frames, at most ``window`` ahead of
+the ACKs this end sends after each frame is in the local stream. The local stream is created
+from the publisher's spec and re-created when that spec changes. Frames go straight from
+ZeroMQ's receive buffer into a loaned slot (one copy; compressed frames are decompressed into
+the slot). When the publisher goes quiet for ``peer_timeout`` this end keeps saying HELLO
+until a publisher (the same or a restarted one) answers.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket as _socket
+import time
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import zmq
+
+from .. import stream as _stream
+from .._convert import normalize_dtype, normalize_shape
+from ..errors import InvalidArgumentError, StreamExistsError, StreamTimeoutError
+from ..info import stat as _stat
+from . import codec, protocol as P
+from .base import SLICE_S, TICK_S, Bridge, positive
+from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchError
+from .sockets import check_endpoint, curve_client, zmq_error
+
+#: Write through loans when the stream offers them (tests turn this off to cover the fallback).
+USE_LOANS = True
+
+
+class Subscriber(Bridge):
+    """Receives a remote stream into a local one; see ``framebus.net.subscribe``."""
+
+    role = "subscribe"
+
+    def __init__(
+        self,
+        endpoint: str,
+        local_name: str,
+        *,
+        mode: Optional[str] = None,
+        hwm: int = 4,
+        shape: Any = None,
+        dtype: Any = None,
+        slots: Optional[int] = None,
+        timeout: Optional[float] = 10.0,
+        heartbeat_ivl: float = 1.0,
+        peer_timeout: float = 10.0,
+        identity: Optional[bytes] = None,
+        keep: bool = False,
+        curve_certificate: Any = None,
+        curve_server_certificate: Any = None,
+        status: bool = True,
+    ) -> None:
+        if not isinstance(local_name, str):
+            raise TypeError(f"local_name must be a str, got {local_name!r}")
+        if mode not in (None, "latest", "lossless"):
+            raise InvalidArgumentError(f"mode must be None (the publisher's), 'latest' or 'lossless', got {mode!r}")
+        self.hwm = positive("hwm", hwm, integer=True)
+        self.expect_shape = None if shape is None else normalize_shape(shape)
+        self.expect_dtype = None if dtype is None else normalize_dtype(dtype)
+        self.slots = positive("slots", slots, integer=True, allow_none=True)
+        self.timeout = positive("timeout", timeout, allow_none=True)
+        self.heartbeat_ivl = positive("heartbeat_ivl", heartbeat_ivl)
+        self.peer_timeout = positive("peer_timeout", peer_timeout)
+        if self.peer_timeout <= self.heartbeat_ivl:
+            raise InvalidArgumentError(f"peer_timeout ({peer_timeout}) must be longer than heartbeat_ivl ({heartbeat_ivl})")
+        if identity is None:
+            identity = f"{_socket.gethostname()}/{local_name}".encode()[:255]
+        if not isinstance(identity, bytes) or not 0 < len(identity) <= 255 or identity[0] == 0:
+            raise InvalidArgumentError(f"identity must be 1 to 255 bytes not starting with a zero byte, got {identity!r}")
+        if curve_certificate is not None and curve_server_certificate is None:
+            raise InvalidArgumentError("curve_certificate needs curve_server_certificate (the publisher's public certificate)")
+        self.identity = identity
+        self.keep = bool(keep)
+        super().__init__(local_name, check_endpoint(endpoint, bind=False), mode, status)
+        self.requested_mode = mode
+        self._curve = (curve_certificate, curve_server_certificate)
+        self._ctx: Any = None  # zmq.Context once set up
+        self._sock: Any = None  # zmq.Socket once set up
+        self._stream: Any = None
+        self._owned = False
+        self._decompressor: Optional[codec.Decompressor] = None
+        self.epoch: Any = 0
+        self.connected = False
+        self.publisher_host = ""
+        self._source_id = 0
+        self._heard = 0.0
+        self._said = 0.0
+        self._hello_at = 0.0
+        self._session = secrets.token_hex(8)
+
+    # -- set-up and tear-down ----------------------------------------------------------------
+    def _setup(self) -> None:
+        ctx = self._ctx = zmq.Context()
+        sock = self._sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, self.identity)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a connection that is not up
+        sock.setsockopt(zmq.RCVHWM, 1000)
+        sock.setsockopt(zmq.SNDHWM, 1000)
+        sock.setsockopt(zmq.LINGER, 200)
+        sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        if self._curve[1] is not None:
+            curve_client(sock, *self._curve)
+        try:
+            sock.connect(self.endpoint)
+        except zmq.ZMQError as exc:
+            raise zmq_error(exc, self.endpoint, "connect to") from None
+        self.state = "connecting"
+        if self.timeout is None:
+            return
+        deadline = time.monotonic() + self.timeout
+        while not self.connected:
+            now = time.monotonic()
+            if now >= deadline:
+                raise PeerTimeoutError(
+                    f"no framebus publisher answered at {self.endpoint} within {self.timeout} s: check the address and port, "
+                    "that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both sides use matching keys"
+                )
+            self._maybe_hello(now)
+            self._receive(min(SLICE_S, deadline - now), until_connected=True)
+
+    def _cleanup(self) -> None:
+        sock = self._sock
+        if sock is not None:
+            if self.connected:
+                self._say(P.prefix(P.BYE))
+            self._sock = None
+            sock.close()
+        if self._ctx is not None:
+            self._ctx.term()
+        self._drop_stream(unlink=self._owned and not self.keep)
+
+    def _peer_count(self) -> int:
+        return int(self.connected)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= self._next_tick:
+                self._tick(now)
+            self._receive(SLICE_S)
+
+    def _tick(self, now: float) -> None:
+        self._next_tick = now + min(TICK_S, self.heartbeat_ivl / 2)
+        if self.connected and now - self._heard > self.peer_timeout:
+            self.connected = False
+            self.state = "reconnecting"
+        self._maybe_hello(now)
+        if self.connected and now - self._said >= self.heartbeat_ivl:
+            self._say(P.prefix(P.HEARTBEAT))
+        if now - self._rate_at >= TICK_S:
+            self._tick_rates(now)
+
+    def _maybe_hello(self, now: float) -> None:
+        """Says HELLO while no publisher has answered: at once, then every heartbeat_ivl."""
+        if self.connected or now < self._hello_at:
+            return
+        body = {
+            "window": self.hwm, "mode": self.requested_mode, "last_seq": self.last_seq, "source_id": self._source_id,
+            "name": self.stream_name, "host": _socket.gethostname(), "session": self._session,
+        }
+        # A HELLO that could not be queued (no connection yet) is retried soon.
+        self._hello_at = now + (self.heartbeat_ivl if self._say(P.pack_json(P.HELLO, body)) else SLICE_S)
+
+    def _say(self, msg: bytes) -> bool:
+        try:
+            self._sock.send(msg, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        self._said = time.monotonic()
+        return True
+
+    def _receive(self, timeout: float, *, until_connected: bool = False) -> None:
+        """Waits up to ``timeout`` s for a message and handles what has arrived (only up to
+        the WELCOME when ``until_connected``: frames are left for the loop, so subscribe()
+        returns before any local backpressure can hold it)."""
+        sock = self._sock
+        if not sock.poll(max(0, int(timeout * 1000)), zmq.POLLIN):
+            return
+        for _ in range(64):
+            try:
+                parts = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._heard = time.monotonic()
+            self._handle(parts)
+            if self._stop.is_set() or (until_connected and self.connected):
+                return
+
+    def _handle(self, parts: Any) -> None:
+        first = parts[0].buffer
+        version, kind, _ = P.peek(first)
+        if kind == P.REFUSE:
+            reason = P.unpack_refuse(first)
+            raise (SpecMismatchError if "mode" in reason else ProtocolError)(f"the publisher at {self.endpoint} refused this subscriber: {reason}")
+        if version != P.VERSION:
+            raise ProtocolError(f"the publisher at {self.endpoint} speaks framebus bridge protocol {version}, this end {P.VERSION}; install the same framebus version on both ends")
+        if kind == P.FRAME:
+            if len(parts) != 2:
+                raise ProtocolError(f"a frame message from {self.endpoint} has {len(parts)} parts, expected 2")
+            if self.connected:
+                self._frame(P.unpack_frame(first), parts[1])
+        elif kind == P.WELCOME:
+            self._welcome(P.unpack_json(first))
+        elif kind == P.RESET:
+            self.connected = False
+            self._hello_at = 0.0
+            self._maybe_hello(time.monotonic())
+        elif kind == P.BYE:
+            self.connected = False
+            self.state = "publisher stopped; waiting for it to return"
+            self._hello_at = time.monotonic() + self.heartbeat_ivl
+
+    def _welcome(self, body: Dict[str, Any]) -> None:
+        mode = body.get("mode")
+        if mode not in ("latest", "lossless"):
+            raise ProtocolError(f"the publisher at {self.endpoint} announced an unknown mode {mode!r}")
+        if self.requested_mode not in (None, mode):
+            raise SpecMismatchError(f"the publisher at {self.endpoint} runs in {mode} mode; this subscriber asked for {self.requested_mode}")
+        epoch = body.get("epoch")
+        if self.epoch and epoch != self.epoch:
+            self.reconnects += 1
+        self.epoch, self.mode, self.connected = epoch, mode, True
+        self.publisher_host = str(body.get("host", ""))
+        if body.get("compress") == "zstd" and self._decompressor is None:
+            self._decompressor = codec.Decompressor()
+        spec = body.get("spec")
+        if isinstance(spec, dict):
+            self._ensure_stream((str(spec["dtype"]), tuple(int(d) for d in spec["shape"])), int(spec["slots"]), int(spec["meta_capacity"]))
+        self.state = "running" if self._stream is not None else "waiting for the publisher's source"
+
+    # -- frames ------------------------------------------------------------------------------
+    def _frame(self, h: P.FrameHeader, payload: Any) -> None:
+        if h.source_id == self._source_id and h.seq <= self.last_seq:
+            self.duplicates += 1  # sent again after a reconnect, and already written
+            self._say(P.pack_ack(h.source_id, h.seq))
+            return
+        self._ensure_stream(h.spec, h.slots, h.meta_capacity)
+        s = self._stream
+        if h.nbytes != s.size:
+            raise ProtocolError(f"frame {h.seq} from {self.endpoint} carries {h.nbytes} bytes; its spec {h.spec} takes {s.size}")
+        data = payload.buffer
+        if not h.flags & P.F_ZSTD and len(data) != h.nbytes:
+            raise ProtocolError(f"frame {h.seq} from {self.endpoint} has a {len(data)}-byte payload, expected {h.nbytes}")
+        if not self._store(h, data):
+            return
+        if h.source_id == self._source_id and self.last_seq and h.seq > self.last_seq + 1:
+            self.dropped += h.seq - self.last_seq - 1
+        self._source_id, self.last_seq = h.source_id, h.seq
+        self.frames += 1
+        self.bytes += h.nbytes
+        self.wire_bytes += len(data)
+        self._say(P.pack_ack(h.source_id, h.seq))
+
+    def _store(self, h: P.FrameHeader, data: memoryview) -> bool:
+        """Writes one frame into the local stream, waiting (with heartbeats) while local
+        lossless readers hold it back. False if stopped meanwhile."""
+        s = self._stream
+        while not self._stop.is_set():
+            try:
+                if USE_LOANS and hasattr(s, "loan"):
+                    loan = s.loan(TICK_S, frame_id=h.frame_id, meta=h.meta, timestamp_ns=h.timestamp_ns)
+                    with loan as arr:
+                        self._fill(arr, h, data)
+                else:
+                    self._write(s, h, data)
+                return True
+            except StreamTimeoutError:
+                now = time.monotonic()
+                self._heard = now  # we are not reading; do not count that as the publisher's silence
+                if now - self._said >= self.heartbeat_ivl:
+                    self._say(P.prefix(P.HEARTBEAT))
+        return False
+
+    def _fill(self, arr: np.ndarray, h: P.FrameHeader, data: memoryview) -> None:
+        dst = arr.reshape(-1).view(np.uint8)
+        if h.flags & P.F_ZSTD:
+            self._decompress(data, dst.data)
+        else:
+            np.copyto(dst, np.frombuffer(data, np.uint8))
+
+    def _decompress(self, data: memoryview, out: memoryview) -> None:
+        if self._decompressor is None:
+            self._decompressor = codec.Decompressor()
+        try:
+            self._decompressor.decompress_into(data, out)
+        except ValueError as exc:
+            raise ProtocolError(f"frame from {self.endpoint}: {exc}") from None
+
+    def _write(self, s: Any, h: P.FrameHeader, data: memoryview) -> None:
+        """Fallback without loans: one copy through write()."""
+        if h.flags & P.F_ZSTD:
+            buf = np.empty(s.shape, s.dtype)
+            self._decompress(data, buf.reshape(-1).view(np.uint8).data)
+        else:
+            buf = np.frombuffer(data, s.dtype).reshape(s.shape)
+        try:
+            s.write(buf, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns)
+        except TypeError:  # a framebus whose write() has no timestamp_ns: the local time is kept
+            s.write(buf, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S)
+
+    # -- the local stream --------------------------------------------------------------------
+    def _ensure_stream(self, spec: Tuple[str, Tuple[int, ...]], slots: int, meta_capacity: int) -> None:
+        """Makes the local stream match ``spec``: keeps it, creates it, or replaces it (only a
+        stream this bridge owns). SpecMismatchError when the spec is not what was asked for."""
+        s = self._stream
+        if s is not None and (s.dtype.str, tuple(s.shape)) == spec and s.meta_capacity >= meta_capacity:
+            return
+        dtype, shape = spec
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise ProtocolError(f"the publisher at {self.endpoint} sent an unknown dtype {dtype!r}") from None
+        if (self.expect_shape is not None and tuple(shape) != self.expect_shape) or (self.expect_dtype is not None and dt != self.expect_dtype):
+            raise SpecMismatchError(
+                f"the publisher at {self.endpoint} sends frames of shape {tuple(shape)} and dtype {dt}; "
+                f"this subscriber expects shape {self.expect_shape or 'any'} and dtype {self.expect_dtype or 'any'}"
+            )
+        if s is not None:
+            if not self._owned:
+                raise SpecMismatchError(
+                    f"the publisher's frames changed to shape {tuple(shape)} dtype {dt}, but the local stream {self.stream_name!r} "
+                    f"(shape {s.shape}, dtype {s.dtype}) was not created by this bridge, so it is not replaced"
+                )
+            self._drop_stream(unlink=True)
+            self.spec_changes += 1
+        self._stream, self._owned = self._make_stream(shape, dt, self.slots or max(2, slots), meta_capacity)
+        self.state = "running"
+
+    def _make_stream(self, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int) -> Tuple[Any, bool]:
+        name = self.stream_name
+        for _ in range(3):
+            try:
+                return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
+            except StreamExistsError:
+                pass
+            try:
+                info = _stat(name)
+            except FileNotFoundError:
+                continue
+            same = info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape) and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
+            if info.creator_alive and not info.stale:
+                if not same:
+                    raise SpecMismatchError(
+                        f"local stream {name!r} exists with shape {info.shape} and dtype {info.dtype}, and another process owns it; "
+                        f"the publisher sends shape {tuple(shape)} dtype {dt.str}: remove it or subscribe into another name"
+                    )
+                return _stream.open(name), False
+            if same and not info.stale:
+                # Left by a subscriber that died, readers still attached: carry on in it.
+                return _stream.open(name), True
+            try:
+                _stream.unlink(name)  # stale, or of another spec and nobody's: replace it
+            except FileNotFoundError:
+                pass
+        raise BridgeError(f"cannot create local stream {name!r}: it keeps being re-created by another process")
+
+    def _drop_stream(self, *, unlink: bool) -> None:
+        s, self._stream = self._stream, None
+        if s is None:
+            return
+        if unlink:
+            try:
+                s.unlink()
+            except Exception:  # noqa: BLE001 - already gone or replaced: nothing to remove
+                s.close()
+        else:
+            s.close()

@@ -1,0 +1,152 @@
+"""Bridges: a stream on one machine, read on another, over ZeroMQ (pyzmq).
+
+>>> pub = framebus.net.publish("camera", "tcp://*:5555")                 # on the camera box
+>>> sub = framebus.net.subscribe("tcp://camera-box:5555", "camera")       # on the other machine
+>>> framebus.open("camera").read_new(timeout=1)                          # local readers as usual
+
+``publish`` follows a local stream and sends each frame, zero-copy from its slot (the slot stays
+pinned until ZeroMQ has sent it). ``subscribe`` writes the frames into a local stream it creates
+from the publisher's spec, keeping each frame's timestamp, frame_id and metadata; the source
+sequence number is carried on the wire (``stats.last_seq``). Both run on a background thread and
+return an object with ``stop()``, ``join()``, ``stats``, ``error`` that is also a context
+manager; ``framebus bridge publish|subscribe`` runs them from the command line.
+
+Modes (chosen by the publisher): ``"latest"`` (bounded queues, the newest frame wins, drops are
+counted on both ends) and ``"lossless"`` (backpressure from the slowest subscriber to the local
+writer; nothing is dropped). See docs/bridges.md for the guarantees, security (CURVE) and figures.
+
+Plain TCP is neither encrypted nor authenticated: use it only on a trusted network, or give both
+ends CURVE certificates (``framebus bridge keys``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+try:
+    import zmq
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    raise ImportError("framebus.net needs pyzmq: pip install 'framebus[net]'") from _exc
+
+from ._bridge.base import Bridge, BridgeStats
+from ._bridge.errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError, ProtocolError, SpecMismatchError
+from ._bridge.publisher import Publisher
+from ._bridge.sockets import create_certificates
+from ._bridge.status import bridges
+from ._bridge.subscriber import Subscriber
+
+__all__ = [
+    "Bridge",
+    "BridgeError",
+    "BridgeStats",
+    "EndpointError",
+    "EndpointInUseError",
+    "PeerTimeoutError",
+    "ProtocolError",
+    "Publisher",
+    "SpecMismatchError",
+    "Subscriber",
+    "bridges",
+    "create_certificates",
+    "publish",
+    "subscribe",
+]
+
+
+def publish(
+    stream_name: str,
+    endpoint: str,
+    *,
+    mode: str = "latest",
+    hwm: int = 4,
+    compress: Any = None,
+    copy_threshold: int = zmq.COPY_THRESHOLD,
+    heartbeat_ivl: float = 1.0,
+    peer_timeout: float = 10.0,
+    curve_certificate: Any = None,
+    curve_location: Any = None,
+    status: bool = True,
+) -> Publisher:
+    """Starts publishing the local stream ``stream_name`` on ``endpoint`` (bound here:
+    ``"tcp://*:5555"``, ``"tcp://127.0.0.1:*"`` for any free port, ``"ipc:///run/cam.sock"``) and
+    returns the running :class:`Publisher` (``.endpoint`` is the address actually bound).
+
+    ``mode``: ``"latest"`` (a subscriber that falls behind gets the newest frame next; frames it
+    missed are counted in ``stats.dropped``) or ``"lossless"`` (the source's writer is held back
+    to the slowest subscriber; frames written while no subscriber is connected wait in the
+    source stream, and frames in flight when a subscriber dies are sent again when it comes
+    back). ``hwm``: frames in flight per subscriber (its credit window; in lossless mode at most
+    the source's slots - 1, as those frames stay pinned until acknowledged). ``compress``:
+    ``None`` or ``"zstd"`` / ``"zstd:LEVEL"`` (needs ``framebus[zstd]``). Frames smaller than
+    ``copy_threshold`` bytes are copied into the message; larger ones are sent zero-copy from the
+    slot. ``heartbeat_ivl`` / ``peer_timeout`` (seconds): how often an idle link is checked and
+    when a silent subscriber is forgotten. ``curve_certificate``: this end's secret certificate
+    file (CURVE encryption); ``curve_location``: a directory of the public certificates of the
+    subscribers allowed to connect (without it any subscriber that has the publisher's public
+    key may). ``status``: keep a record for ``framebus ls``.
+
+    Raises StreamNotFoundError (FileNotFoundError) if the stream does not exist,
+    EndpointError (ValueError) for a malformed endpoint, EndpointInUseError (OSError) if it is
+    taken, ValueError/TypeError for bad arguments, ImportError if ``compress`` needs a missing
+    package. Errors after start-up stop the bridge and are raised by ``join()``/``stop()``.
+    """
+    pub = Publisher(
+        stream_name, endpoint, mode=mode, hwm=hwm, compress=compress, copy_threshold=copy_threshold,
+        heartbeat_ivl=heartbeat_ivl, peer_timeout=peer_timeout, curve_certificate=curve_certificate,
+        curve_location=curve_location, status=status,
+    )
+    pub._start(None)
+    return pub
+
+
+def subscribe(
+    endpoint: str,
+    local_name: str,
+    *,
+    mode: Optional[str] = None,
+    hwm: int = 4,
+    shape: Any = None,
+    dtype: Any = None,
+    slots: Optional[int] = None,
+    timeout: Optional[float] = 10.0,
+    heartbeat_ivl: float = 1.0,
+    peer_timeout: float = 10.0,
+    identity: Optional[bytes] = None,
+    keep: bool = False,
+    curve_certificate: Any = None,
+    curve_server_certificate: Any = None,
+    status: bool = True,
+) -> Subscriber:
+    """Connects to the publisher at ``endpoint`` and starts writing its frames into the local
+    stream ``local_name``; returns the running :class:`Subscriber`.
+
+    The local stream is created with the publisher's dtype, shape, metadata capacity and slot
+    count (``slots`` overrides the latter), re-created when the publisher's spec changes (local
+    readers reopen it), and removed on ``stop()`` unless ``keep=True`` or it was not created by
+    this bridge. An existing stream of the same spec is written into. Each frame is copied once,
+    from ZeroMQ's receive buffer into its slot.
+
+    ``mode``: None takes the publisher's; "latest"/"lossless" insist on it. ``hwm``: frames in
+    flight this end accepts. ``shape``/``dtype``: what the frames must be (SpecMismatchError
+    otherwise). ``timeout``: seconds to wait for the publisher's first answer (None: return at
+    once and keep trying). ``heartbeat_ivl`` / ``peer_timeout``: after ``peer_timeout`` s of
+    silence the publisher is taken as gone and HELLO is repeated until it (or a restarted one)
+    answers. ``identity``: how the publisher knows this subscriber across reconnects (default
+    ``b"HOST/local_name"``). ``curve_server_certificate``: the publisher's public certificate
+    file (turns CURVE on); ``curve_certificate``: this end's secret certificate file (needed when
+    the publisher authenticates subscribers).
+
+    Raises EndpointError (ValueError) for a malformed endpoint or a host that does not resolve,
+    PeerTimeoutError (TimeoutError) when no publisher answers within ``timeout``,
+    SpecMismatchError (ValueError) for a mode/shape/dtype other than required or a local stream
+    of another spec owned by another process, ProtocolError for a peer that is not a framebus
+    bridge of this protocol version. Later errors stop the bridge and are raised by
+    ``join()``/``stop()``.
+    """
+    sub = Subscriber(
+        endpoint, local_name, mode=mode, hwm=hwm, shape=shape, dtype=dtype, slots=slots, timeout=timeout,
+        heartbeat_ivl=heartbeat_ivl, peer_timeout=peer_timeout, identity=identity, keep=keep,
+        curve_certificate=curve_certificate, curve_server_certificate=curve_server_certificate, status=status,
+    )
+    sub._start(timeout)
+    return sub
