@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from . import errors
-from ._native import LAYOUT_VERSION, __version__
+from ._native import LAYOUT_VERSION, Frame, Loan, __version__
 from .errors import (
     CorruptStreamError,
     FramebusError,
@@ -29,6 +29,7 @@ from .errors import (
     TooManyReadersError,
 )
 from .info import StreamInfo, gc, list_streams, stat
+from .pipes import close, configure, pipe, pipe_stats, sync
 from .stream import Publication, Stream, create, open, unlink
 
 
@@ -40,10 +41,12 @@ def gpu_available() -> bool:
 __all__ = [
     "LAYOUT_VERSION",
     "CorruptStreamError",
+    "Frame",
     "FramebusError",
     "IncompatibleStreamError",
     "InsufficientSpaceError",
     "InvalidArgumentError",
+    "Loan",
     "LockRecoveredWarning",
     "Publication",
     "Stream",
@@ -56,12 +59,17 @@ __all__ = [
     "StreamTimeoutError",
     "TooManyReadersError",
     "__version__",
+    "close",
+    "configure",
     "create",
     "errors",
     "gc",
     "gpu_available",
     "list_streams",
     "open",
+    "pipe",
+    "pipe_stats",
     "stat",
+    "sync",
     "unlink",
 ]

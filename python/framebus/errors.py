@@ -24,6 +24,11 @@ __all__ = [
     "TooManyReadersError",
     "FramebusOSError",
     "LockRecoveredWarning",
+    "PipeError",
+    "PipeBrokenError",
+    "PipeTimeoutError",
+    "FFmpegError",
+    "FFmpegNotFoundError",
 ]
 
 
@@ -86,3 +91,37 @@ class FramebusOSError(FramebusError, OSError):
 
 class LockRecoveredWarning(RuntimeWarning):
     """The write lock was held by a process that died; it was taken over."""
+
+
+class PipeError(FramebusError, OSError):
+    """A background write to a file descriptor failed (``framebus.pipe``), with its errno; the
+    writes queued behind it were dropped. Raised by the next pipe()/sync()/close() on that
+    descriptor."""
+
+
+class PipeBrokenError(PipeError, BrokenPipeError):
+    """The reading end of the pipe was closed (EPIPE): the reader, e.g. FFmpeg, exited."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        if self.errno is None:
+            self.errno = _errno.EPIPE
+
+
+class PipeTimeoutError(FramebusError, TimeoutError):
+    """sync()/close() ran out of time; the writes stay queued."""
+
+
+class FFmpegError(FramebusError, RuntimeError):
+    """FFmpeg failed: ``returncode`` is its exit status (None while it runs), ``stderr`` the last
+    lines it printed, ``command`` the command line."""
+
+    def __init__(self, message: str, *, returncode: "int | None" = None, stderr: str = "", command: "list | None" = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr = stderr
+        self.command = list(command or [])
+
+
+class FFmpegNotFoundError(FramebusError, FileNotFoundError):
+    """No FFmpeg executable was found (argument, FRAMEBUS_FFMPEG, imageio-ffmpeg, PATH)."""

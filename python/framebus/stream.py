@@ -46,10 +46,11 @@ class Stream(_native.Stream):
     ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``."""
 
     _readonly = False
+    _auto_unlink = False
 
     # -- locking ---------------------------------------------------------------------------
     @contextmanager
-    def locked(self, timeout: Optional[float] = None) -> Iterator["Stream"]:
+    def locked(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> Iterator["Stream"]:
         """Holds the cross-process write lock for the ``with`` block and yields this handle.
         Raises TimeoutError (StreamTimeoutError) if it cannot be taken within ``timeout``."""
         self.acquire(timeout)
@@ -59,29 +60,74 @@ class Stream(_native.Stream):
             self.release()
 
     # -- reads with their publication info --------------------------------------------------
-    def read_publication(self, *, out: Optional[np.ndarray] = None, safe: bool = True) -> Publication:
+    def read_publication(
+        self,
+        *,
+        out: Optional[np.ndarray] = None,
+        safe: bool = True,
+        timeout: Optional[float] = None,
+        poll_interval: float = 1e-6,
+    ) -> Publication:
         """The newest frame (copied, into ``out`` if given) with its sequence, time, id and
         metadata, read as one snapshot."""
         arr, seq, ts, fid, meta = self._read_info(out=out)
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, 0)
 
     def read_new_publication(
-        self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True
+        self,
+        *,
+        timeout: Optional[float] = None,
+        out: Optional[np.ndarray] = None,
+        safe: bool = True,
+        poll_interval: float = 1e-5,
     ) -> Publication:
         """Like ``read_new`` but returns a :class:`Publication`."""
         arr, seq, ts, fid, meta = self._read_new_info(timeout=timeout, out=out)
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, self.missed)
 
-    def frames(self, timeout: Optional[float] = None, *, out: Optional[np.ndarray] = None) -> Iterator[Publication]:
-        """Yields every new frame as a :class:`Publication` (copies; into ``out`` if given),
-        until the handle is closed or no frame arrives within ``timeout`` (then it returns)."""
+    def frames(self, timeout: Optional[float] = None, *, copy: bool = False, out: Optional[np.ndarray] = None) -> Iterator[Any]:
+        """Yields every new frame this handle has not seen, until the handle is closed or no
+        frame arrives within ``timeout`` (then the iterator ends).
+
+        ``copy=False`` (default) yields zero-copy :class:`Frame` views; each is released when
+        the loop asks for the next one (keep ``frame.array`` to keep it pinned longer).
+        ``copy=True`` yields :class:`Publication` copies (into ``out`` if given)."""
         from .errors import StreamClosedError
 
-        while True:
-            try:
-                yield self.read_new_publication(timeout=timeout, out=out)
-            except (TimeoutError, StreamClosedError):
-                return
+        frame = None
+        try:
+            while True:
+                try:
+                    nxt = self.read_new_publication(timeout=timeout, out=out) if copy else self.wait_view(timeout)
+                except (TimeoutError, StreamClosedError):
+                    return
+                if frame is not None:
+                    frame.release()
+                frame = None if copy else nxt
+                yield nxt
+        finally:
+            if frame is not None:
+                frame.release()
+
+    # -- asyncio ------------------------------------------------------------------------------
+    async def read_new_async(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Awaits the next frame this handle has not seen and returns a copy (into ``out``).
+        No thread per call; cancellation-safe (a cancelled wait consumes nothing).
+        Raises StreamTimeoutError (TimeoutError) after ``timeout`` seconds."""
+        from .aio import read_new_async
+
+        return await read_new_async(self, timeout=timeout, out=out)
+
+    async def wait_view_async(self, timeout: Optional[float] = None) -> Any:
+        """Awaits the next frame this handle has not seen and returns a zero-copy Frame."""
+        from .aio import wait_view_async
+
+        return await wait_view_async(self, timeout=timeout)
+
+    def __aiter__(self) -> Any:
+        from .aio import iterate
+
+        return iterate(self)
 
     # -- pyshmem-compatible names ----------------------------------------------------------
     @property
@@ -128,6 +174,8 @@ class Stream(_native.Stream):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._auto_unlink and not self.closed:
+            self.unlink()
         self.close()
 
     def __reduce__(self) -> Any:
@@ -178,6 +226,8 @@ def create(
     exist_ok: bool = False,
     gpu_device: Any = None,
     cpu_mirror: Optional[bool] = None,
+    auto_unlink: bool = False,
+    notify: bool = False,
 ) -> Stream:
     """Creates the stream ``name``: a ring of ``slots`` frames of ``shape`` and ``dtype`` in
     /dev/shm/framebus.<name>, fully allocated now, with permission bits ``mode`` (0o600 by
@@ -186,7 +236,10 @@ def create(
     ``size`` (bytes per frame) is an optional cross-check, as in pyshmem. ``meta_capacity`` is
     the metadata bytes each frame can carry; ``max_readers`` the handles that may be attached at
     once. With ``exist_ok=True`` an existing stream of the same spec is opened, and a stale one
-    (creator dead, nobody attached) is replaced.
+    (creator dead, nobody attached) is replaced. ``auto_unlink=True`` makes leaving a ``with``
+    block unlink the stream instead of only closing the handle (as in pyshmem). ``notify`` and
+    ``poll_interval`` arguments are accepted for pyshmem compatibility and ignored: framebus
+    readers always wait on a futex.
 
     Raises StreamExistsError (FileExistsError), ValueError for a bad name/shape/dtype/size,
     TypeError for arguments of the wrong type, InsufficientSpaceError (OSError, ENOSPC) when
@@ -210,7 +263,9 @@ def create(
         if value < 0 or value > 0xFFFFFFFF:
             raise InvalidArgumentError(f"{label} is out of range: {value}")
     spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok))
-    return Stream(name, create=spec)
+    stream = Stream(name, create=spec)
+    stream._auto_unlink = bool(auto_unlink)
+    return stream
 
 
 def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None) -> Stream:  # noqa: A001

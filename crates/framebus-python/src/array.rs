@@ -83,7 +83,14 @@ impl FrameSpec {
             // SAFETY: as_array_ptr returns the live PyArrayObject behind `arr`.
             Ok(arr) if unsafe { (*arr.as_array_ptr()).fields.flags } & NPY_ARRAY_WRITEABLE == 0 => "out is read-only".to_owned(),
             Ok(arr) => return Ok(arr.clone()),
-            Err(_) => format!("out is a {}, not a numpy.ndarray", out.get_type().name()?),
+            Err(_) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "out must be a numpy.ndarray of shape {:?} and dtype {} for stream {name:?}, got {}",
+                    self.shape,
+                    self.dtype.bind(py),
+                    out.get_type().name()?
+                )))
+            }
         };
         let msg = format!(
             "{problem}; stream {name:?} needs a writable C-contiguous numpy array of shape {:?} and dtype {} (for example numpy.empty({:?}, {:?}))",

@@ -2,6 +2,7 @@
 //! `framebus.errors` and subclasses the builtin a user would catch (FileNotFoundError,
 //! TimeoutError, ValueError, ...), so `except TimeoutError` just works.
 
+use framebus::pipe::PipeError;
 use framebus::Error;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::prelude::*;
@@ -61,6 +62,28 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     }
 }
 
+/// A pipe error on its way to Python.
+pub struct PipeFailure(pub PipeError);
+
+impl From<PipeFailure> for PyErr {
+    fn from(e: PipeFailure) -> PyErr {
+        Python::attach(|py| pipe_to_pyerr(py, e.0))
+    }
+}
+
+/// Maps a pipe error: EPIPE -> PipeBrokenError (BrokenPipeError), other system errors ->
+/// PipeError (OSError) with their errno, timeouts -> PipeTimeoutError (TimeoutError).
+pub fn pipe_to_pyerr(py: Python<'_>, e: PipeError) -> PyErr {
+    let msg = e.to_string();
+    match &e {
+        PipeError::Timeout { .. } => raise(py, "PipeTimeoutError", (msg,)),
+        PipeError::InvalidArgument(_) => raise(py, "InvalidArgumentError", (msg,)),
+        PipeError::Interrupted => PyKeyboardInterrupt::new_err(()),
+        _ if e.is_broken_pipe() => raise(py, "PipeBrokenError", (libc::EPIPE, msg)),
+        _ => raise(py, "PipeError", (e.errno().unwrap_or(0), msg)),
+    }
+}
+
 /// Signal checks for blocking waits: runs with the GIL detached, re-attaches at most every
 /// 100 ms to run Python's signal handlers, and keeps the exception one of them raised.
 #[derive(Default)]
@@ -82,6 +105,14 @@ impl SignalCheck {
                 self.pending = Some(e);
                 false
             }
+        }
+    }
+
+    /// Converts a pipe result, preferring the exception raised by a signal handler.
+    pub fn finish_pipe<T>(self, result: Result<T, PipeError>) -> PyResult<T> {
+        match (self.pending, result) {
+            (Some(e), Err(_)) => Err(e),
+            (_, r) => r.map_err(|e| PipeFailure(e).into()),
         }
     }
 

@@ -8,6 +8,7 @@ mod array;
 mod errors;
 mod frame;
 mod loan;
+mod pipe;
 mod stream;
 
 use errors::CoreError;
@@ -82,5 +83,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
+    // Pipes: background writers for file descriptors (pipe.rs).
+    m.add_function(wrap_pyfunction!(pipe::pipe, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::sync, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::close, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::configure, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::pipe_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(pipe::_pipe_flush_at_exit, m)?)?;
     Ok(())
 }

@@ -46,6 +46,9 @@ pub fn deadline(py: Python<'_>, timeout: Option<f64>) -> PyResult<Deadline> {
     }
 }
 
+/// (seq, timestamp_ns, frame_id, meta) of a frame read with its record.
+type FrameRecord = (u64, u64, i64, Vec<u8>);
+
 /// Metadata bytes of a write: bytes are borrowed, other buffers are copied.
 enum Meta<'py> {
     Borrowed(Bound<'py, PyBytes>),
@@ -127,7 +130,7 @@ impl PyStream {
         out: Option<&Bound<'py, PyAny>>,
         timeout: Option<f64>,
         with_info: bool,
-    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<(u64, u64, i64, Vec<u8>)>)> {
+    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<FrameRecord>)> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let arr = match out {
@@ -163,7 +166,7 @@ impl PyStream {
     }
 }
 
-fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<(u64, u64, i64, Vec<u8>)>) -> PyResult<Bound<'py, PyTuple>> {
+fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
     let (seq, ts, fid, meta) = info.unwrap_or_default();
     (arr, seq, ts, fid, PyBytes::new(py, &meta)).into_pyobject(py)
 }
@@ -341,9 +344,9 @@ impl PyStream {
     }
 
     /// Copy of the newest frame.
-    #[pyo3(signature = (*, safe = true, out = None, timeout = None))]
-    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let _ = safe;
+    #[pyo3(signature = (*, safe = true, out = None, timeout = None, poll_interval = 1e-6))]
+    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, poll_interval: f64) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let _ = (safe, poll_interval);
         Ok(self.read_impl(py, false, out, timeout, false)?.0)
     }
 
@@ -353,9 +356,9 @@ impl PyStream {
     }
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
-    #[pyo3(signature = (*, timeout = None, out = None, safe = true))]
-    fn read_new<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let _ = safe;
+    #[pyo3(signature = (*, timeout = None, out = None, safe = true, poll_interval = 1e-5))]
+    fn read_new<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool, poll_interval: f64) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let _ = (safe, poll_interval);
         Ok(self.read_impl(py, true, out, timeout, false)?.0)
     }
 
@@ -430,8 +433,9 @@ impl PyStream {
     }
 
     /// Takes the cross-process write lock (re-entrant for the calling thread).
-    #[pyo3(signature = (timeout = None))]
-    fn acquire(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+    #[pyo3(signature = (timeout = None, *, poll_interval = 1e-3))]
+    fn acquire(&self, py: Python<'_>, timeout: Option<f64>, poll_interval: f64) -> PyResult<()> {
+        let _ = poll_interval;
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let before = s.lock_recoveries();
@@ -461,6 +465,10 @@ impl PyStream {
     /// Detaches this handle; idempotent. Memory stays mapped while views of it are alive.
     fn close(&self) {
         let taken = self.inner.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(s) = &taken {
+            // Views may keep the core handle alive; the write lock must not wait for them.
+            s.release_all_holds();
+        }
         drop(taken);
     }
 }

@@ -15,6 +15,7 @@
 //! ```
 
 pub mod error;
+pub mod pipe;
 pub mod process;
 pub mod recovery;
 pub mod ring;

@@ -41,7 +41,7 @@ pub struct StreamInfo {
 /// Pid/start of the creator recorded in a segment, even one not (yet) marked ready.
 pub fn peek_creator(stream: &str) -> Option<ProcessId> {
     let seg = Segment::open(stream).ok()?;
-    if seg.len().ok()? < HEADER_BYTES as u64 {
+    if seg.size().ok()? < HEADER_BYTES as u64 {
         return Some(ProcessId { pid: 0, start: 0 });
     }
     let map = seg.map(HEADER_BYTES).ok()?;

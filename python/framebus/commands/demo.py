@@ -104,7 +104,13 @@ def run(args: argparse.Namespace) -> int:
         procs = [consumer, producer]
         consumer.start()
         producer.start()
-        summary = _display(args, stats, producer, stop, frame_bytes, shape)
+        try:
+            summary = _display(args, stats, producer, stop, frame_bytes, shape)
+        except KeyboardInterrupt:
+            stop.set()
+            for p in procs:
+                p.terminate()
+            raise
     finally:
         stop_all = [p for p in procs if p.is_alive()]
         for p in stop_all:

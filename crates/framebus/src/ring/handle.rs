@@ -59,6 +59,8 @@ pub struct Stream {
     pub(super) lock_recoveries: LocalU64,
     /// Read-only mapping of the payloads, for views (made on first use).
     pub(super) ro_payloads: OnceLock<Mapping>,
+    /// Write-lock holds taken through this handle: (holder token, depth). Released on close.
+    pub(super) holds: Mutex<(u64, u32)>,
 }
 
 impl Stream {
@@ -145,27 +147,29 @@ impl Stream {
 
     /// Opens an existing stream and attaches this handle in `mode`.
     pub fn open(stream: &str, mode: ReaderMode) -> Result<Stream> {
-        let (segment, map, spec, geometry) = Stream::map_validated(stream)?;
+        let (segment, map, spec, geometry) = Stream::map_validated(stream, OPEN_READY_TIMEOUT)?;
         Stream::assemble(stream, segment, map, spec, geometry, Some(mode))
     }
 
     /// Opens a stream to look at it without attaching (no reader entry is taken): for `ls`,
     /// `gc` and monitoring. Reads work; nothing here may write.
+    /// A segment still being created is reported as `NotReady` at once.
     pub fn peek(stream: &str) -> Result<Stream> {
-        let (segment, map, spec, geometry) = Stream::map_validated(stream)?;
+        let (segment, map, spec, geometry) = Stream::map_validated(stream, Duration::ZERO)?;
         Stream::assemble(stream, segment, map, spec, geometry, None)
     }
 
-    /// Opens, waits for `ready`, validates the header and maps the whole segment.
-    fn map_validated(stream: &str) -> Result<(Segment, Mapping, StreamSpec, Geometry)> {
+    /// Opens, waits for `ready` (at most `wait`), validates the header and maps the whole
+    /// segment.
+    fn map_validated(stream: &str, wait: Duration) -> Result<(Segment, Mapping, StreamSpec, Geometry)> {
         name::validate(stream)?;
         let segment = Segment::open(stream)?;
         let path = name::path(stream);
         let corrupt = |reason: String| Error::Corrupt { name: stream.into(), path: path.clone(), reason };
-        let deadline = Instant::now() + OPEN_READY_TIMEOUT;
+        let deadline = Instant::now() + wait;
         // The creator sizes the segment right after creating it; wait out that short window.
         let len = loop {
-            let len = segment.len()?;
+            let len = segment.size()?;
             if len >= HEADER_BYTES as u64 {
                 break len;
             }
@@ -224,6 +228,7 @@ impl Stream {
             missed_total: LocalU64::new(0),
             lock_recoveries: LocalU64::new(0),
             ro_payloads: OnceLock::new(),
+            holds: Mutex::new((0, 0)),
         };
         if let Some(mode) = mode {
             s.entry = s.register(mode)?;
@@ -336,6 +341,7 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        self.release_all_holds();
         if self.entry != u32::MAX {
             self.unregister();
         }
@@ -377,7 +383,7 @@ fn validate_header(h: &Header, file_len: u64) -> std::result::Result<(StreamSpec
 /// Whether the creator recorded in a (possibly half-initialised) segment is alive; true if it
 /// cannot be told, so that nothing live is ever removed.
 fn creator_alive(stream: &str) -> bool {
-    crate::recovery::peek_creator(stream).map_or(true, |p| p.pid != 0 && p.is_alive())
+    crate::recovery::peek_creator(stream).is_none_or(|p| p.pid != 0 && p.is_alive())
 }
 
 /// Nanoseconds since the Unix epoch.

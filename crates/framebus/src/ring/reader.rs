@@ -84,7 +84,7 @@ impl Stream {
         FrameRef { seq, slot, timestamp_ns: d.timestamp_ns.load(Ordering::Relaxed), frame_id: d.frame_id.load(Ordering::Relaxed) as i64, payload, meta }
     }
 
-    fn published(&self) -> Result<(u64, u32)> {
+    pub(super) fn published(&self) -> Result<(u64, u32)> {
         let (seq, slot) = unpack_published(self.header().published.load(Ordering::SeqCst));
         if slot >= self.geometry.slot_count {
             return Err(Error::Corrupt { name: self.name.clone(), path: crate::shm::name::path(&self.name), reason: format!("published slot {slot} out of range") });
@@ -100,6 +100,7 @@ impl Stream {
     /// (sequence, timestamp ns, frame id) of the newest committed frame, read consistently;
     /// (0, 0, 0) before the first write.
     pub fn latest_record(&self) -> Result<(u64, u64, i64)> {
+        let mut stuck = Stuck::default();
         loop {
             let (seq, slot) = self.published()?;
             if seq == 0 {
@@ -110,6 +111,16 @@ impl Stream {
             if d.state.load(Ordering::SeqCst) == slot_state(seq, false) {
                 return Ok(record);
             }
+            stuck.check(self, seq, slot)?;
+        }
+    }
+
+    /// The error for a `published` word that names a frame its slot does not hold.
+    fn inconsistent(&self, seq: u64, slot: u32) -> Error {
+        Error::Corrupt {
+            name: self.name.clone(),
+            path: crate::shm::name::path(&self.name),
+            reason: format!("the newest frame is recorded as sequence {seq} in slot {slot}, but that slot holds another frame"),
         }
     }
 
@@ -124,13 +135,13 @@ impl Stream {
     /// Pins the newest committed frame; returns (slot, seq). Errors with `Empty` before the
     /// first write.
     fn pin_newest(&self) -> Result<(u32, u64)> {
+        let mut stuck = Stuck::default();
         loop {
             let (seq, slot) = self.published()?;
             if seq == 0 {
                 return Err(Error::Empty { name: self.name.clone() });
             }
             if self.pin(slot, seq) {
-                self.seen.fetch_max(seq, Ordering::Relaxed);
                 let e = self.my_entry();
                 e.reads.fetch_add(1, Ordering::Relaxed);
                 if self.mode == ReaderMode::Latest {
@@ -138,7 +149,20 @@ impl Stream {
                 }
                 return Ok((slot, seq));
             }
+            stuck.check(self, seq, slot)?;
             std::hint::spin_loop();
+        }
+    }
+
+    /// Records that a snapshot read returned frame `seq`: frames between the last one this
+    /// handle saw and `seq` count as missed (latest mode).
+    fn note_seen(&self, seq: u64) {
+        let prev = self.seen.fetch_max(seq, Ordering::Relaxed);
+        let missed = seq.saturating_sub(prev + 1);
+        self.missed_last.store(missed, Ordering::Relaxed);
+        if missed > 0 && self.mode == ReaderMode::Latest {
+            self.missed_total.fetch_add(missed, Ordering::Relaxed);
+            self.my_entry().missed.fetch_add(missed, Ordering::Relaxed);
         }
     }
 
@@ -146,6 +170,7 @@ impl Stream {
     /// `Empty` before the first write.
     pub fn read_latest<R>(&self, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
         let (slot, seq) = self.pin_newest()?;
+        self.note_seen(seq);
         let out = f(&self.frame_ref(slot, seq));
         self.unpin(slot);
         Ok(out)
@@ -239,6 +264,7 @@ impl Stream {
     /// The newest frame, pinned until the returned handle is dropped (zero-copy view).
     pub fn pin_latest(self: &Arc<Self>) -> Result<Pinned> {
         let (slot, seq) = self.pin_newest()?;
+        self.note_seen(seq);
         Ok(Pinned { stream: self.clone(), slot, seq })
     }
 
@@ -258,6 +284,32 @@ impl Stream {
         let g = &self.geometry;
         let map = self.segment.map_read_only(g.payload_offset, (g.total_bytes - g.payload_offset) as usize)?;
         Ok(self.ro_payloads.get_or_init(|| map).as_ptr())
+    }
+}
+
+/// Detects a `published` word that stays inconsistent with its slot (a damaged segment): a
+/// writer moves `published` on within microseconds, so the same failing value seen this many
+/// times in a row means it will never match.
+#[derive(Default)]
+struct Stuck {
+    last: Option<(u64, u32)>,
+    count: u32,
+}
+
+impl Stuck {
+    const LIMIT: u32 = 100_000;
+
+    fn check(&mut self, s: &Stream, seq: u64, slot: u32) -> Result<()> {
+        if self.last == Some((seq, slot)) {
+            self.count += 1;
+            if self.count >= Self::LIMIT {
+                return Err(s.inconsistent(seq, slot));
+            }
+        } else {
+            self.last = Some((seq, slot));
+            self.count = 0;
+        }
+        Ok(())
     }
 }
 

@@ -59,6 +59,10 @@ impl Stream {
     /// Frees this handle's entry (pins and lossless position included) and wakes a waiting writer.
     pub(super) fn unregister(&self) {
         let e = self.my_entry();
+        // A handle inherited through fork() belongs to the parent's entry: leave it alone.
+        if e.pid.load(Ordering::Acquire) != ProcessId::current().pid {
+            return;
+        }
         e.mode.store(mode::LATEST, Ordering::SeqCst);
         e.pinned.store(0, Ordering::SeqCst);
         e.start.store(0, Ordering::Relaxed);

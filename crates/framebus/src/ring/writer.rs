@@ -58,6 +58,7 @@ impl Stream {
 
     /// Takes the cross-process write lock (re-entrant for the calling thread). Returns how it was
     /// obtained; `Recovered` means its holder had died and any frame it was writing is dropped.
+    /// Holds taken through this handle are released when the handle is closed or dropped.
     pub fn acquire(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Acquired> {
         let how = self.lock_words().acquire(deadline, check).map_err(|e| self.lock_error(e, Some(deadline)))?;
         match how {
@@ -68,12 +69,35 @@ impl Stream {
             }
             Acquired::Fresh => self.repair_abandoned_slots(),
         }
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        *holds = (my_token(), holds.1 + 1);
         Ok(how)
     }
 
     /// Drops one level of the calling thread's lock.
     pub fn release(&self) -> Result<()> {
-        self.lock_words().release().map_err(|e| self.lock_error(e, None))
+        self.release_as(my_token())
+    }
+
+    /// Drops one level of the hold of thread `token` (see `lock::my_token`).
+    fn release_as(&self, token: u64) -> Result<()> {
+        self.lock_words().release_token(token).map_err(|e| self.lock_error(e, None))?;
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        if holds.0 == token && holds.1 > 0 {
+            holds.1 -= 1;
+        }
+        Ok(())
+    }
+
+    /// Releases every hold of the write lock taken through this handle (on close): a handle
+    /// that is closed while its thread holds the lock does not keep other writers waiting.
+    pub fn release_all_holds(&self) {
+        let (token, depth) = std::mem::take(&mut *self.holds.lock().unwrap_or_else(|p| p.into_inner()));
+        for _ in 0..depth {
+            if self.lock_words().release_token(token).is_err() {
+                break;
+            }
+        }
     }
 
     /// Whether the calling thread holds the write lock.
@@ -237,10 +261,10 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         }
         let frame_id = match info.frame_id {
             Some(id) => id as u64,
-            None => {
-                let (_, prev) = unpack_published(h.published.load(Ordering::Acquire));
-                if self.seq > 1 { s.slot(prev).frame_id.load(Ordering::Relaxed) } else { 0 }
-            }
+            None => match s.published() {
+                Ok((seq, prev)) if seq > 0 => s.slot(prev).frame_id.load(Ordering::Relaxed),
+                _ => 0,
+            },
         };
         desc.timestamp_ns.store(info.timestamp_ns.unwrap_or_else(now_ns), Ordering::Relaxed);
         desc.frame_id.store(frame_id, Ordering::Relaxed);
@@ -255,7 +279,7 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
             futex::wake_all(&h.notify);
         }
         self.done = true;
-        let _ = s.lock_words().release_token(self.token);
+        let _ = s.release_as(self.token);
         Ok(self.seq)
     }
 }
@@ -265,7 +289,7 @@ impl<S: Deref<Target = Stream>> Drop for WriteGuard<S> {
         if !self.done {
             protocol::abort(&self.stream.slot(self.slot).state);
             self.stream.header().aborted_writes.fetch_add(1, Ordering::Relaxed);
-            let _ = self.stream.lock_words().release_token(self.token);
+            let _ = self.stream.release_as(self.token);
         }
     }
 }

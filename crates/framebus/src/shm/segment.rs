@@ -81,7 +81,7 @@ impl Segment {
     }
 
     /// Current size of the segment in bytes.
-    pub fn len(&self) -> Result<u64> {
+    pub fn size(&self) -> Result<u64> {
         // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: the fd is open and st is a valid out pointer.

@@ -1,0 +1,180 @@
+"""Type stubs of framebus._native, the compiled core (checked against the module with
+``python -m mypy.stubtest framebus._native``)."""
+
+from typing import Any, Dict, List, Optional, Protocol, Tuple, Union
+
+from typing_extensions import disjoint_base, final
+
+import numpy as np
+
+__all__ = ["Frame", "LAYOUT_VERSION", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "sync", "unlink"]
+
+__version__: str
+LAYOUT_VERSION: int
+
+@disjoint_base
+class Stream:
+    """One handle on a stream. Use framebus.create()/framebus.open() rather than this class."""
+
+    def __new__(cls, name: str, *, mode: str = "latest", create: Optional[Tuple[str, int, List[int], int, int, int, int, bool]] = None) -> "Stream": ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def meta_capacity(self) -> int: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def ownercount(self) -> int: ...
+    @property
+    def write_sequence(self) -> int: ...
+    @property
+    def write_time(self) -> float: ...
+    @property
+    def frame_id(self) -> int: ...
+    @property
+    def last_seq(self) -> int: ...
+    @property
+    def missed(self) -> int: ...
+    @property
+    def total_missed(self) -> int: ...
+    @property
+    def lock_recoveries(self) -> int: ...
+    @property
+    def lock_owner(self) -> Optional[int]: ...
+    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None) -> None:
+        """Copies ``value`` into the next free slot and publishes it (one copy). ``value`` is
+        checked first (shape, dtype, metadata size): on error nothing is written. Waits (GIL
+        released) while every slot is pinned or unread by a lossless reader; TimeoutError after
+        ``timeout``."""
+    def clear(self, *, timeout: Optional[float] = None) -> None:
+        """Publishes a frame of zeros."""
+    def read(self, *, safe: bool = True, out: Optional[np.ndarray] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> np.ndarray:
+        """A copy of the newest frame (into ``out`` if given; zeros before the first write).
+        Never torn. ``safe`` and ``timeout`` are accepted for pyshmem compatibility."""
+    def read_into(self, out: np.ndarray) -> np.ndarray:
+        """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True, poll_interval: float = 1e-5) -> np.ndarray:
+        """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
+        last one this handle saw and returns a copy. TimeoutError after ``timeout``."""
+    def _read_info(self, *, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]: ...
+    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]: ...
+    def wait(self, *, timeout: Optional[float] = None) -> int:
+        """Waits for a frame newer than the last one this handle saw; returns its sequence."""
+    def wait_after(self, after: int, *, timeout: Optional[float] = None) -> int:
+        """Waits for a frame newer than sequence ``after``; returns the newest sequence."""
+    def view(self, timeout: Optional[float] = None) -> "Frame":
+        """Zero-copy read-only view of the newest frame, pinned until released."""
+    def wait_view(self, timeout: Optional[float] = None) -> "Frame":
+        """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
+    def loan(self, timeout: Optional[float] = None, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timestamp_ns: Optional[int] = None) -> "Loan":
+        """A writable array in the next free slot: fill it, then commit (or leave the with block)."""
+    def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
+        """Takes the cross-process write lock (re-entrant per thread)."""
+    def release(self) -> None:
+        """Releases one level of the calling thread's write lock."""
+    def lock_held(self) -> bool: ...
+    def unlink(self) -> bool: ...
+    def close(self) -> None: ...
+
+@final
+class Frame:
+    """A committed frame pinned in its slot (zero-copy, read-only)."""
+
+    @property
+    def array(self) -> np.ndarray: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def timestamp_ns(self) -> int: ...
+    @property
+    def timestamp(self) -> float: ...
+    @property
+    def frame_id(self) -> int: ...
+    @property
+    def meta(self) -> bytes: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def __array_interface__(self) -> Dict[str, Any]: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> "Frame": ...
+    def __exit__(self, *exc: object) -> None: ...
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray: ...
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+@final
+class Loan:
+    """A claimed slot: a writable array published on commit() or clean with-exit."""
+
+    @property
+    def array(self) -> np.ndarray: ...
+    @property
+    def seq(self) -> int: ...
+    def commit(self) -> int: ...
+    def abort(self) -> None: ...
+    def __enter__(self) -> np.ndarray: ...
+    def __exit__(self, exc_type: Any = None, _exc: Any = None, _tb: Any = None) -> bool: ...
+
+@final
+class _Pin: ...
+
+def unlink(name: str) -> None: ...
+def stream_names() -> List[str]: ...
+def stream_info(name: str) -> Dict[str, Any]: ...
+def list_info() -> List[Dict[str, Any]]: ...
+def gc(*, dry_run: bool = False) -> List[str]: ...
+
+# -- pipes (pipe.rs) --------------------------------------------------------------------------
+
+class _HasFileno(Protocol):
+    def fileno(self) -> int: ...
+
+_Fd = Union[int, _HasFileno]
+
+def pipe(data: Any, fd: _Fd) -> None:
+    """Queues the bytes of ``data`` (any C-contiguous buffer: bytes, bytearray, memoryview,
+    NumPy array, mmap, a moderngl.Buffer or its ``.mglo``) for the writer thread of ``fd`` and
+    returns at once. Does not copy: ``data`` is held until written; do not modify it before
+    ``sync(fd)``. Writes to one descriptor keep call order. Waits (GIL released) only while the
+    queue is full or ``data``'s memory is still queued to ``fd``.
+
+    Raises TypeError (not a buffer, not C-contiguous, dtype=object, bad ``fd`` type),
+    InvalidArgumentError (fd out of range), PipeError (OSError; EBADF: not open for writing),
+    PipeBrokenError (BrokenPipeError) / PipeError for an earlier failed write to ``fd``,
+    KeyboardInterrupt while waiting."""
+
+def sync(fd: Optional[Union[_Fd, Any]] = None, timeout: Optional[float] = None) -> None:
+    """Waits (GIL released) until the writes queued to ``fd`` (every descriptor if None) are
+    finished, then releases their buffers. Given a buffer instead of a descriptor (turbopipe 2's
+    ``sync(data)``), waits until no queued write to any descriptor covers its memory. No copy. Raises PipeTimeoutError (TimeoutError; the
+    writes stay queued), PipeBrokenError / PipeError for a failed write (reported once),
+    InvalidArgumentError for a negative timeout."""
+
+def close(fd: Optional[_Fd] = None, timeout: Optional[float] = None) -> None:
+    """``sync(fd, timeout)``, then stops the writer thread of ``fd`` (of every descriptor if
+    None). Does not close the descriptor. Raises like ``sync``."""
+
+def configure(*, queue: Optional[int] = None, vmsplice: Optional[bool] = None, pipe_size: Optional[int] = ...) -> Dict[str, Any]:
+    """Options for writers started from now on; returns the options in force. ``queue``:
+    unfinished writes per descriptor (1 to 2**20, default 16); ``vmsplice``: hand pages to pipes
+    instead of copying (default on unless FRAMEBUS_PIPE_VMSPLICE=0); ``pipe_size``: bytes to ask
+    for (None: /proc/sys/fs/pipe-max-size, 0: leave pipes alone; omitted: unchanged).
+    Raises InvalidArgumentError (ValueError)."""
+
+def pipe_stats(fd: _Fd) -> Optional[Dict[str, Any]]:
+    """Counters of the writer of ``fd`` or None: bytes, spliced, jobs, pending, pending_bytes,
+    pipe_size, vmsplice, fifo."""
+
+def _pipe_flush_at_exit(stall: float) -> List[Tuple[int, int, int]]:
+    """Exit hook: waits for queued writes while they progress; returns (fd, jobs, bytes) given up."""

@@ -1,0 +1,98 @@
+"""``framebus play FILE NAME``: decode a video into the stream NAME (created with the video's
+frame shape, or reused when it exists with that shape), paced at the video's frame rate or as
+fast as possible with --fast (lossless readers still hold the writer back)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+HELP = "decode a video file into a stream, at its frame rate or as fast as possible (--fast)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="video file to decode")
+    p.add_argument("name", help="stream to write the frames to (created if missing)")
+    p.add_argument("--fast", action="store_true", help="as fast as possible instead of the video's frame rate")
+    p.add_argument("--loop", action="store_true", help="start over at the end until Ctrl-C")
+    p.add_argument("--pix-fmt", default="rgb24", choices=["rgb24", "bgr24", "rgba", "gray"], help="frame layout (default rgb24)")
+    p.add_argument("--slots", type=int, default=4, help="ring slots of a stream created here (default 4)")
+    p.add_argument("--keep", action="store_true", help="keep a stream created here after the end (default: unlink it)")
+    p.add_argument("--ffmpeg", default=None, help="FFmpeg executable (default: FRAMEBUS_FFMPEG, imageio-ffmpeg, PATH)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def run(args: argparse.Namespace) -> int:
+    import framebus
+    from framebus.errors import FFmpegError
+    from framebus.ffmpeg import VideoReader
+
+    try:
+        reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)
+    except (FileNotFoundError, FFmpegError) as exc:
+        print(f"framebus play: {exc}", file=sys.stderr)
+        return 2
+    created = False
+    try:
+        stream = framebus.open(args.name)
+        if tuple(stream.shape) != reader.frame_shape or stream.dtype != reader.frame_dtype:
+            shape, dtype = tuple(stream.shape), stream.dtype
+            stream.close()
+            raise SystemExit(
+                f"framebus play: stream {args.name!r} holds {shape} {dtype} frames, the video decodes to "
+                f"{reader.frame_shape} {reader.frame_dtype}; use another name or unlink it"
+            )
+    except FileNotFoundError:
+        stream = framebus.create(args.name, shape=reader.frame_shape, dtype=reader.frame_dtype, slots=args.slots)
+        created = True
+    total = 0
+    start = time.perf_counter()
+    show = _Show(args, reader)
+    try:
+        while True:
+            with reader:
+                total += reader.into_stream(stream, realtime=not args.fast, on_frame=lambda n: show.update(total + n))
+            if not args.loop:
+                break
+            reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)
+    except KeyboardInterrupt:
+        reader.close()
+    finally:
+        show.close(total)
+        if created and not args.keep:
+            stream.unlink()
+        else:
+            stream.close()
+    elapsed = time.perf_counter() - start
+    print(f"played {total} frames in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.1f} frames/s) into {args.name!r}", file=sys.stderr)
+    return 0
+
+
+class _Show:
+    def __init__(self, args: argparse.Namespace, reader: object) -> None:
+        self.progress = None
+        self.last = 0.0
+        if args.quiet:
+            return
+        try:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        except ImportError:
+            return
+        fps = getattr(reader, "fps", None)
+        duration = getattr(reader, "duration", None)
+        total = int(round(fps * duration)) if fps and duration and not args.loop else None
+        self.progress = Progress(TextColumn(f"playing {args.file} -> {args.name!r}"), BarColumn(), TextColumn("{task.completed} frames"), TimeElapsedColumn())
+        self.task = self.progress.add_task("play", total=total)
+        self.progress.start()
+
+    def update(self, frames: int) -> None:
+        now = time.perf_counter()
+        if self.progress is not None and now - self.last >= 0.1:
+            self.last = now
+            self.progress.update(self.task, completed=frames)
+
+    def close(self, frames: int) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=frames)
+            self.progress.stop()

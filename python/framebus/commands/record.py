@@ -1,0 +1,131 @@
+"""``framebus record NAME OUT.mp4``: a lossless subscriber of a live stream that encodes every
+frame with FFmpeg until the stream stops (no frame for --idle seconds), --frames or --seconds
+are reached, or Ctrl-C, which stops cleanly: the file is finalised and playable."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-C stops cleanly)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8)")
+    p.add_argument("out", help="output video file, e.g. out.mp4")
+    p.add_argument("--fps", type=float, default=30.0, help="frame rate written into the file (default 30)")
+    p.add_argument("--codec", default="libx264", help="FFmpeg video codec (default libx264)")
+    p.add_argument("--preset", default=None, help="codec preset, e.g. ultrafast")
+    p.add_argument("--crf", type=float, default=None, help="constant rate factor (quality) of x264/x265")
+    p.add_argument("--pix-fmt", default=None, help="raw pixel format of the frames (default: rgb24, rgba or gray from the shape)")
+    p.add_argument("--frames", type=int, default=0, help="stop after this many frames (default: no limit)")
+    p.add_argument("--seconds", type=float, default=0.0, help="stop after this long (default: no limit)")
+    p.add_argument("--idle", type=float, default=0.0, help="stop when no frame arrives for this long (default: wait forever)")
+    p.add_argument("--ffmpeg", default=None, help="FFmpeg executable (default: FRAMEBUS_FFMPEG, imageio-ffmpeg, PATH)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def pix_fmt_for(shape: tuple, dtype: object) -> str:
+    """The rawvideo pixel format of frames of ``shape``/``dtype``."""
+    import numpy as np
+
+    if np.dtype(dtype) != np.uint8:
+        raise SystemExit(f"framebus record: the stream holds {np.dtype(dtype)} frames; only uint8 frames can be encoded (pass --pix-fmt for others)")
+    if len(shape) == 2 or (len(shape) == 3 and shape[2] == 1):
+        return "gray"
+    if len(shape) == 3 and shape[2] in (3, 4):
+        return "rgb24" if shape[2] == 3 else "rgba"
+    raise SystemExit(f"framebus record: frames of shape {shape} are not images (HxW, HxWx3 or HxWx4)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import framebus
+    from framebus.ffmpeg import VideoWriter
+
+    try:
+        stream = framebus.open(args.name, mode="lossless")
+    except FileNotFoundError as exc:
+        print(f"framebus record: {exc}", file=sys.stderr)
+        return 2
+    try:
+        shape = tuple(stream.shape)
+        pix_fmt = args.pix_fmt or pix_fmt_for(shape, stream.dtype)
+        size = (shape[1], shape[0])
+        writer = VideoWriter(
+            args.out, size, fps=args.fps, pix_fmt=pix_fmt, codec=args.codec, preset=args.preset, crf=args.crf, ffmpeg=args.ffmpeg
+        )
+        display = _Display(args, f"recording {args.name!r} -> {args.out}")
+        frames = 0
+        start = time.perf_counter()
+        interrupted = False
+        try:
+            try:
+                last_frame = time.perf_counter()
+                while True:
+                    if args.frames and frames >= args.frames:
+                        break
+                    if args.seconds and time.perf_counter() - start >= args.seconds:
+                        break
+                    try:
+                        # A new array per frame: the writer holds it until FFmpeg has read it.
+                        frame = stream.read_new(timeout=0.25)
+                    except TimeoutError:
+                        if args.idle and time.perf_counter() - last_frame >= args.idle:
+                            break
+                        display.update(frames, stream.total_missed)
+                        continue
+                    last_frame = time.perf_counter()
+                    writer.write(frame)
+                    frames += 1
+                    display.update(frames, stream.total_missed)
+            except KeyboardInterrupt:
+                interrupted = True
+            display.message("finishing the file..." if frames else "no frames recorded")
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            display.close(frames, stream.total_missed)
+    finally:
+        stream.close()
+    elapsed = time.perf_counter() - start
+    print(f"recorded {frames} frames in {elapsed:.1f} s into {args.out}" + (" (stopped by Ctrl-C)" if interrupted else ""), file=sys.stderr)
+    return 0
+
+
+class _Display:
+    """A rich status line (frames, frames/s, skipped) or nothing with --quiet / without rich."""
+
+    def __init__(self, args: argparse.Namespace, title: str) -> None:
+        self.start = time.perf_counter()
+        self.last = 0.0
+        self.progress = None
+        if args.quiet:
+            return
+        try:
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        except ImportError:
+            return
+        total = args.frames or None
+        self.progress = Progress(SpinnerColumn(), TextColumn(title), BarColumn(), TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), transient=False)
+        self.task = self.progress.add_task("record", total=total, stats="waiting for frames")
+        self.progress.start()
+
+    def update(self, frames: int, missed: int, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.progress is None or (not force and now - self.last < 0.1):
+            return
+        self.last = now
+        rate = frames / max(now - self.start, 1e-9)
+        self.progress.update(self.task, completed=frames, stats=f"{frames} frames, {rate:.1f} frames/s, {missed} skipped")
+
+    def message(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, stats=text)
+
+    def close(self, frames: int, missed: int) -> None:
+        if self.progress is not None:
+            self.update(frames, missed, force=True)
+            self.progress.stop()

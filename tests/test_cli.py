@@ -1,0 +1,148 @@
+"""The ``framebus`` command line, run as ``python -m framebus`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import framebus
+
+from conftest import SPAWNED, segment_path
+
+LONG = 120.0
+
+
+def run_cli(*args: str, timeout: float = LONG) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="400", NO_COLOR="1")
+    p = subprocess.Popen([sys.executable, "-m", "framebus", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    SPAWNED.add(p.pid)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"framebus {' '.join(args)} did not finish within {timeout} s:\n{out}\n{err}")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def _entry(rows, name):
+    found = [r for r in rows if r["name"] == name]
+    assert len(found) == 1, rows
+    return found[0]
+
+
+def test_version_and_help():
+    p = run_cli("--version")
+    assert p.returncode == 0 and framebus.__version__ in p.stdout
+    p = run_cli()
+    assert p.returncode == 2 and "demo" in p.stdout and "ls" in p.stdout and "gc" in p.stdout
+    p = run_cli("nonsense")
+    assert p.returncode == 2
+
+
+def test_ls_shows_a_stream(name):
+    with framebus.create(name, shape=(3, 4), dtype=np.uint8, slots=5) as w, framebus.open(name, mode="lossless") as r:
+        w.write(np.zeros((3, 4), np.uint8))
+        p = run_cli("ls")
+        assert p.returncode == 0, p.stderr
+        assert name in p.stdout and "3x4" in p.stdout
+        p = run_cli("ls", "--json")
+        assert p.returncode == 0, p.stderr
+        row = _entry(json.loads(p.stdout), name)
+        assert row["shape"] == "3x4" and np.dtype(row["dtype"]) == np.uint8 and row["slots"] == 5
+        assert row["writer"] == "alive"
+        assert row["readers"] == "2 (1 lossless)"
+        assert row["sequence"] == 1
+        assert row["problem"] == ""
+        r.close()
+        w.unlink()
+    p = run_cli("ls", "--json")
+    assert name not in [r["name"] for r in json.loads(p.stdout)]
+
+
+def test_ls_reports_a_damaged_stream_without_failing(name):
+    framebus.create(name, shape=(2,)).close()
+    with open(segment_path(name), "r+b") as f:
+        f.write(b"NOTMAGIC")
+    p = run_cli("ls", "--json")
+    assert p.returncode == 0, p.stderr
+    row = _entry(json.loads(p.stdout), name)
+    assert row["writer"] == "unreadable" and "corrupt" in row["problem"]
+    p = run_cli("ls")
+    assert p.returncode == 0 and name in p.stdout
+    framebus.unlink(name)
+
+
+def test_gc_dry_run_lists_a_stale_stream_and_removes_nothing(name, spawn):
+    child = spawn(f"framebus.create({name!r}, shape=(2,)).close()\nsay('created')")
+    child.expect("created")
+    child.finish()
+    with framebus.create(name + ".live", shape=(2,)) as live:
+        p = run_cli("gc", "-n")
+        assert p.returncode == 0, p.stderr
+        assert f"would remove {name}\n" in p.stdout
+        assert name + ".live" not in p.stdout
+        p = run_cli("gc", "--dry-run")
+        assert f"would remove {name}\n" in p.stdout
+        assert os.path.exists(segment_path(name))
+        p = run_cli("ls", "--json")
+        assert _entry(json.loads(p.stdout), name)["writer"] == "stale"
+        assert _entry(json.loads(p.stdout), name + ".live")["writer"] == "alive"
+        live.unlink()
+    framebus.unlink(name)
+
+
+@pytest.mark.parametrize("extra", [[], ["--mode", "latest", "--width", "320", "--height", "240", "--slots", "2"]], ids=["default", "latest-small"])
+def test_demo_runs_and_leaves_nothing_behind(extra):
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framebus", "demo", "--seconds", "1", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, COLUMNS="200", NO_COLOR="1"),
+    )
+    SPAWNED.add(p.pid)
+    try:
+        out, err = p.communicate(timeout=LONG)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"demo did not finish:\n{out}\n{err}")
+    assert p.returncode == 0, f"{out}\n{err}"
+    assert "frames/s" in out
+    assert not os.path.exists(segment_path(f"demo-{p.pid}"))
+
+
+def test_demo_interrupted_leaves_nothing_behind():
+    """Ctrl-C (SIGINT) in the middle of a demo: it stops, and its stream is removed."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framebus", "demo", "--seconds", "60", "--width", "320", "--height", "240"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, COLUMNS="200", NO_COLOR="1"),
+    )
+    SPAWNED.add(p.pid)
+    try:
+        # Wait until the demo has created its stream, then interrupt it.
+        for _ in range(int(LONG / 0.05)):
+            if os.path.exists(segment_path(f"demo-{p.pid}")) or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=LONG)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"demo did not stop after SIGINT:\n{out}\n{err}")
+    assert p.returncode in (130, 1), f"rc {p.returncode}\n{out}\n{err}"
+    assert "Traceback" not in err, err
+    assert not os.path.exists(segment_path(f"demo-{p.pid}"))

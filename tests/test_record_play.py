@@ -1,0 +1,153 @@
+"""``framebus record`` and ``framebus play`` with the real FFmpeg (imageio-ffmpeg)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+import framebus
+from framebus.cli import COMMANDS
+from framebus.ffmpeg import VideoReader, VideoWriter
+
+pytest.importorskip("imageio_ffmpeg")
+
+SHAPE = (48, 64, 3)
+
+
+def cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "framebus", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture
+def name():
+    n = f"test-rp-{uuid.uuid4().hex[:12]}"
+    yield n
+    for suffix in ("",):
+        try:
+            framebus.unlink(n + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def frame(i: int) -> np.ndarray:
+    return np.full(SHAPE, (i * 9) % 256, np.uint8)
+
+
+def wait_attached(stream, count: int, proc: subprocess.Popen) -> None:
+    while stream.ownercount < count:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+
+
+def test_commands_are_registered():
+    assert "record" in COMMANDS and "play" in COMMANDS
+    out = subprocess.run([sys.executable, "-m", "framebus", "--help"], capture_output=True, text=True)
+    assert "record" in out.stdout and "play" in out.stdout
+
+
+def test_record_encodes_every_frame_of_a_live_stream(name, tmp_path):
+    out = tmp_path / "rec.mp4"
+    stream = framebus.create(name, shape=SHAPE, dtype=np.uint8, slots=4)
+    try:
+        proc = cli("record", name, str(out), "--frames", "25", "--fps", "25", "--preset", "ultrafast", "--quiet")
+        wait_attached(stream, 2, proc)
+        for i in range(25):
+            stream.write(frame(i), timeout=30)  # lossless reader: the writer waits for it
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        assert "recorded 25 frames" in stderr
+    finally:
+        stream.unlink()
+    with VideoReader(str(out)) as r:
+        got = list(r)
+    assert len(got) == 25
+    assert abs(int(got[10].mean()) - int(frame(10).mean())) <= 3
+
+
+def test_record_stops_cleanly_on_ctrl_c(name, tmp_path):
+    out = tmp_path / "int.mp4"
+    stream = framebus.create(name, shape=SHAPE, dtype=np.uint8, slots=4)
+    try:
+        proc = cli("record", name, str(out), "--preset", "ultrafast")
+        wait_attached(stream, 2, proc)
+        for i in range(10):
+            stream.write(frame(i), timeout=30)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        assert "stopped by Ctrl-C" in stderr
+    finally:
+        stream.unlink()
+    import re
+
+    recorded = int(re.search(r"recorded (\d+) frames", stderr).group(1))
+    assert recorded >= 1
+    with VideoReader(str(out)) as r:
+        n = sum(1 for _ in r)
+    assert n == recorded, "the file is finalised and holds every frame recorded before Ctrl-C"
+
+
+def test_record_of_a_missing_stream_fails_clearly(tmp_path):
+    missing = f"test-rp-missing-{uuid.uuid4().hex[:8]}"
+    res = subprocess.run([sys.executable, "-m", "framebus", "record", missing, str(tmp_path / "x.mp4")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "does not exist" in res.stderr and "Traceback" not in res.stderr
+
+
+def make_clip(path, n: int = 15, fps: int = 30) -> None:
+    with VideoWriter(str(path), (SHAPE[1], SHAPE[0]), fps=fps, preset="ultrafast", crf=0) as w:
+        for i in range(n):
+            w.write(frame(i))
+
+
+def test_play_decodes_a_video_into_a_stream(name, tmp_path):
+    clip = tmp_path / "clip.mp4"
+    make_clip(clip, 15)
+    stream = framebus.create(name, shape=SHAPE, dtype=np.uint8, slots=4)
+    reader = framebus.open(name, mode="lossless")
+    try:
+        proc = cli("play", str(clip), name, "--fast", "--quiet")
+        got = []
+        while len(got) < 15:
+            got.append(reader.read_new(timeout=30))
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        assert "played 15 frames" in stderr
+        assert abs(int(got[7].mean()) - int(frame(7).mean())) <= 3
+    finally:
+        reader.close()
+        stream.unlink()
+
+
+def test_play_creates_the_stream_and_removes_it_after(name, tmp_path):
+    clip = tmp_path / "clip.mp4"
+    make_clip(clip, 5)
+    res = subprocess.run([sys.executable, "-m", "framebus", "play", str(clip), name, "--fast", "--quiet"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    with pytest.raises(FileNotFoundError):
+        framebus.open(name)
+
+
+def test_play_refuses_a_stream_of_another_shape(name, tmp_path):
+    clip = tmp_path / "clip.mp4"
+    make_clip(clip, 3)
+    stream = framebus.create(name, shape=(10, 10), dtype=np.uint8)
+    try:
+        res = subprocess.run([sys.executable, "-m", "framebus", "play", str(clip), name, "--quiet"], capture_output=True, text=True, timeout=60)
+        assert res.returncode != 0
+        assert "decodes to" in res.stderr
+    finally:
+        stream.unlink()
+
+
+def test_play_of_a_missing_file_fails_clearly(name, tmp_path):
+    res = subprocess.run([sys.executable, "-m", "framebus", "play", str(tmp_path / "nope.mp4"), name], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "no such video file" in res.stderr and "Traceback" not in res.stderr
