@@ -63,12 +63,17 @@ class StatusFile:
             self._failed = True
 
     def remove(self) -> None:
-        """Deletes the record (idempotent)."""
+        """Deletes the record (idempotent), and the records folder once it is empty, so that
+        nothing of framebus stays in /dev/shm after the last bridge ends."""
         for p in (self.path, self.path + ".tmp"):
             try:
                 os.unlink(p)
             except OSError:
                 pass
+        try:
+            os.rmdir(DIR)
+        except OSError:  # not empty (other bridges run) or already gone
+            pass
 
 
 def bridges() -> List[Dict[str, Any]]:
@@ -100,6 +105,11 @@ def bridges() -> List[Dict[str, Any]]:
             continue
         rec["stale"] = now - float(rec.get("updated", 0)) > STALE_AFTER_S
         out.append(rec)
+    if not out:
+        try:
+            os.rmdir(DIR)
+        except OSError:
+            pass
     out.sort(key=lambda r: (str(r.get("stream")), str(r.get("role")), r.get("pid", 0)))
     return out
 
