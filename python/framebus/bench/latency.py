@@ -53,7 +53,7 @@ def _reader(results: Any, spec: tp.Spec, stop_evt: Any) -> None:
     results.put({"lat": lat, "seen": seen})
 
 
-def _measure(ctx: Context, kind: str, shape: tuple, dtype: str, frames: int) -> Dict[str, Any]:
+def _measure(ctx: Context, kind: str, shape: tuple, dtype: str, frames: int, settle: float = 0.1) -> Dict[str, Any]:
     spec = tp.Spec(kind, ctx.name("lat"), shape, dtype)
     t = tp.get(spec)
     t.create()
@@ -69,7 +69,7 @@ def _measure(ctx: Context, kind: str, shape: tuple, dtype: str, frames: int) -> 
         # A marker frame first, so connection set-up (ZeroMQ, iceoryx2) is not timed.
         h[2] = 1
         writer.send(src)
-        time.sleep(0.1)
+        time.sleep(settle)
         h[2] = 0
         period = int(1e9 / RATE_HZ)
         t0 = time.perf_counter_ns()
@@ -79,7 +79,7 @@ def _measure(ctx: Context, kind: str, shape: tuple, dtype: str, frames: int) -> 
             h[1] = time.perf_counter_ns()
             writer.send(src)
         elapsed = (time.perf_counter_ns() - t0) / 1e9
-        time.sleep(0.1)
+        time.sleep(settle)
         stop_evt.set()
         res = get(results, 60, f"{kind} reader process")
         res["sent_hz"] = frames / elapsed if elapsed > 0 else float("nan")
@@ -113,7 +113,7 @@ def run(ctx: Context) -> SuiteResult:
         for kind in kinds:
             cls = tp.cls_of(kind)
             try:
-                res = _measure(ctx, kind, shape, dtype, frames)
+                res = _measure(ctx, kind, shape, dtype, frames, cfg.pick(0.1, 0.1, 0.02))
             except Exception as exc:  # noqa: BLE001 - reported, the run goes on
                 ctx.note(sid, f"{cls.label}: failed at {case} ({exc})")
                 ctx.reporter.step(f"{sid} {case} {cls.label}")

@@ -42,7 +42,7 @@ COLUMNS = [
 
 
 @guarded
-def _source(results: Any, spec: tp.Spec, paced: int, rate: float, burst: int, go: Any) -> None:
+def _source(results: Any, spec: tp.Spec, paced: int, rate: float, burst: int, go: Any, release: Any) -> None:
     t = tp.get(spec)
     writer = t.writer()
     image = make_frame(spec.shape, spec.dtype)
@@ -69,13 +69,14 @@ def _source(results: Any, spec: tp.Spec, paced: int, rate: float, burst: int, go
                 h[W_COUNT], h[W_PHASE], h[W_LAST] = i + 1, int(i >= paced), int(i == total - 1)
                 h[W_T0] = clock()
                 writer.send(local)
+        results.put({"sent": paced + burst})
+        release.wait(60)  # keep the endpoint until the sink has everything (ZeroMQ drops on close)
     finally:
         writer.close()
-    results.put({"sent": paced + burst})
 
 
 @guarded
-def _filter(results: Any, a: tp.Spec, b: tp.Spec) -> None:
+def _filter(results: Any, a: tp.Spec, b: tp.Spec, release: Any) -> None:
     reader = tp.get(a).reader(0)
     tb = tp.get(b)
     writer = tb.writer()
@@ -105,10 +106,11 @@ def _filter(results: Any, a: tp.Spec, b: tp.Spec) -> None:
                 writer.send(local)
             if last:
                 break
+        results.put({"ok": True})
+        release.wait(60)
     finally:
         writer.close()
         reader.close()
-    results.put({"ok": True})
 
 
 @guarded
@@ -142,17 +144,16 @@ def _measure(ctx: Context, kind: str, shape: tuple, rate: float, paced: int, bur
     ta.create()
     tb.create()
     mpc = mp_context()
-    go = mpc.Event()
+    go, release = mpc.Event(), mpc.Event()
     qs = [mpc.Queue() for _ in range(3)]
     procs = []
     try:
+        # All three start at once; the source publishes only once every stage is attached.
         procs.append(start(_sink, qs[2], b))
-        get(qs[2], 60, f"{kind} sink")
-        procs.append(start(_filter, qs[1], a, b))
-        get(qs[1], 60, f"{kind} filter")
-        procs.append(start(_source, qs[0], a, paced, rate, burst, go))
-        get(qs[0], 60, f"{kind} source")
-        time.sleep(0.05)
+        procs.append(start(_filter, qs[1], a, b, release))
+        procs.append(start(_source, qs[0], a, paced, rate, burst, go, release))
+        for q, what in ((qs[2], "sink"), (qs[1], "filter"), (qs[0], "source")):
+            get(q, 60, f"{kind} {what}")
         go.set()
         expect = paced / rate + burst * 0.5 + 60
         try:
@@ -164,6 +165,7 @@ def _measure(ctx: Context, kind: str, shape: tuple, rate: float, paced: int, bur
         return {"sent": src["sent"], "rec": sink["rec"]}
     finally:
         go.set()
+        release.set()
         stop(procs)
         ta.destroy()
         tb.destroy()
