@@ -65,6 +65,29 @@ def _framebus_direct(ctx: Context, shape: tuple, src: np.ndarray, read: str) -> 
     return setup
 
 
+def _pyshmem_direct(ctx: Context, shape: tuple, src: np.ndarray) -> Callable[[], Tuple[Callable[[], Any], Callable[[], None]]]:
+    def setup() -> Tuple[Callable[[], Any], Callable[[], None]]:
+        import pyshmem
+
+        name = ctx.name("w1ps")
+        w = pyshmem.create(name, shape=shape, dtype=np.float32)
+        r = pyshmem.open(name)
+        out = np.empty(shape, np.float32)
+        write, read = w.write, r.read
+
+        def op() -> None:
+            write(src)
+            read(out=out)
+
+        def close() -> None:
+            r.close()
+            w.unlink()
+
+        return op, close
+
+    return setup
+
+
 def _transport(ctx: Context, kind: str, shape: tuple, src: np.ndarray) -> Callable[[], Tuple[Callable[[], Any], Callable[[], None]]]:
     def setup() -> Tuple[Callable[[], Any], Callable[[], None]]:
         t = tp.get(tp.Spec(kind, ctx.name(kind.replace("framebus", "fb")), shape, "float32"))
@@ -114,7 +137,9 @@ def variants(ctx: Context, suite: str, shape: tuple, src: np.ndarray) -> List[Va
     ]
     for kind in tp.available(KINDS, lambda line: ctx.note(suite, line)):
         cls = tp.cls_of(kind)
-        out.append((cls.label, cls.family, cls.role, _transport(ctx, kind, shape, src)))
+        if kind == "pyshmem":  # its plain snapshot read first: pyshmem's best same-process pair
+            out.append(("pyshmem 1.4 write + read(out=)", "pyshmem", "peer", _pyshmem_direct(ctx, shape, src)))
+        out.append((cls.label + (" + read_after(out=)" if kind.startswith("pyshmem") else ""), cls.family, cls.role, _transport(ctx, kind, shape, src)))
     out.append(("limit: np.copyto pair", "limit", "limit", _copy_pair(shape, src)))
     return out
 

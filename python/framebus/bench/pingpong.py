@@ -201,8 +201,8 @@ def run(ctx: Context) -> SuiteResult:
         columns=COLUMNS,
     )
     kinds = tp.available(KINDS, lambda line: ctx.note(sid, line))
-    reps = cfg.cross_reps
-    seconds = cfg.pick(0.8, 0.3, 0.0)
+    reps = cfg.pick(3, 1, 1)  # wake-up costs swing with the machine's load: more rounds
+    seconds = cfg.pick(0.6, 0.3, 0.0)
     warm = cfg.pick(100, 30, 2)
     max_n = cfg.pick(200_000, 50_000, 5)
     ctx.reporter.start(sid, len(cfg.cases(SIZES)) * (len(kinds) + 1) * reps)
