@@ -90,7 +90,7 @@ def _pyshmem_direct(ctx: Context, shape: tuple, src: np.ndarray) -> Callable[[],
 
 def _transport(ctx: Context, kind: str, shape: tuple, src: np.ndarray) -> Callable[[], Tuple[Callable[[], Any], Callable[[], None]]]:
     def setup() -> Tuple[Callable[[], Any], Callable[[], None]]:
-        t = tp.get(tp.Spec(kind, ctx.name(kind.replace("framebus", "fb")), shape, "float32"))
+        t = tp.get(tp.Spec(kind, ctx.name(kind.replace("framebus", "fb")), shape, "float32", lossless=True))
         t.create()
         w = t.writer()
         r = t.reader(0)
@@ -155,14 +155,21 @@ def measure_case(ctx: Context, suite: str, case: str, shape: tuple) -> List[Row]
     rates: List[List[float]] = [[] for _ in vs]
     calls: List[List[float]] = [[] for _ in vs]
 
+    failed = set()
+
     def one(i: int, op: Callable[[], Any], n: int, ncalls: int, reps: int) -> None:
-        for _ in range(reps):
-            rates[i].append(1.0 / time_batch(op, n))
-        if ncalls:
-            calls[i].extend(time_calls(op, ncalls))
+        if i in failed:
+            return
+        try:
+            for _ in range(reps):
+                rates[i].append(1.0 / time_batch(op, n))
+            if ncalls:
+                calls[i].extend(time_calls(op, ncalls))
+        except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, not fatal
+            ctx.note(suite, f"{vs[i][0]}: failed at {case} ({type(exc).__name__}: {exc})")
+            failed.add(i)
 
     opened: List[Any] = []  # (index, op, close, batch n, calls n)
-    failed = set()
     try:
         if nbytes <= INTERLEAVE_MAX_BYTES:
             for i, (label, _fam, _role, setup) in enumerate(vs):
@@ -173,15 +180,20 @@ def measure_case(ctx: Context, suite: str, case: str, shape: tuple) -> List[Row]
                     failed.add(i)
                     continue
                 opened.append((i, op, close))
-                n = calibrate(op, batch_s, warmup_s=cfg.pick(0.05, 0.02, 0.0)) if batch_s else 2
-                m = min(calibrate(op, calls_s, warmup_s=0.0), 5000) if calls_s else 3
+                try:
+                    n = calibrate(op, batch_s, warmup_s=cfg.pick(0.05, 0.02, 0.0)) if batch_s else 2
+                    m = min(calibrate(op, calls_s, warmup_s=0.0), 5000) if calls_s else 3
+                except Exception as exc:  # noqa: BLE001
+                    ctx.note(suite, f"{label}: failed at {case} ({type(exc).__name__}: {exc})")
+                    failed.add(i)
+                    n = m = 0
                 opened[-1] += (n, m)
             for _rep in range(cfg.reps):  # interleaved rounds
                 for i, op, _c, n, _m in opened:
                     one(i, op, n, 0, 1)
                     ctx.reporter.step(f"{suite} {case} {vs[i][0]}")
-            for i, op, _c, _n, m in opened:
-                calls[i].extend(time_calls(op, m))
+            for i, op, _c, n, m in opened:
+                one(i, op, n, m, 0)
         else:
             for i, (label, _fam, _role, setup) in enumerate(vs):
                 try:
@@ -193,6 +205,9 @@ def measure_case(ctx: Context, suite: str, case: str, shape: tuple) -> List[Row]
                 try:
                     n = calibrate(op, batch_s, warmup_s=0.0) if batch_s else 2
                     one(i, op, n, 3, cfg.reps)
+                except Exception as exc:  # noqa: BLE001
+                    ctx.note(suite, f"{label}: failed at {case} ({type(exc).__name__}: {exc})")
+                    failed.add(i)
                 finally:
                     close()
                 for _ in range(cfg.reps):
@@ -203,7 +218,7 @@ def measure_case(ctx: Context, suite: str, case: str, shape: tuple) -> List[Row]
 
     rows = []
     for i, (label, fam, role, _s) in enumerate(vs):
-        if i in failed:
+        if i in failed or not rates[i]:
             continue
         st = summarize(rates[i])
         cs = summarize([c * 1e6 for c in calls[i]])

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
 import time
 from typing import Any, List, Optional
@@ -156,6 +157,11 @@ def run(args: argparse.Namespace) -> int:
         reporter = _PlainReporter()
 
     failures: List[str] = []
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwinds through the cleanups (streams, files, helpers)
+
+    signal.signal(signal.SIGTERM, terminated)
 
     def on_error(spec: Any, exc: BaseException) -> None:
         failures.append(spec.id)

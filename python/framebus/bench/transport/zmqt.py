@@ -1,6 +1,8 @@
 """pyzmq over ``ipc://`` with zero-copy sends (``copy=False``): one PUSH/PULL pair per reader
-(so fan-out is lossless when the high-water mark blocks), ``CONFLATE`` on the reader in latest
-mode. The writer cycles through a few send buffers and waits on ZeroMQ's tracker before it
+(so fan-out is lossless when the high-water mark blocks). In latest mode the writer never
+blocks (a frame a reader's queue has no room for is dropped for that reader) and the reader
+drains its queue to the newest frame (``ZMQ_CONFLATE`` would do this, but we saw it leave a
+frame undelivered in same-process use, so it is not used). The writer cycles through a few send buffers and waits on ZeroMQ's tracker before it
 reuses one, so a frame is never changed while ZeroMQ still sends it."""
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class _ZmqWriter(Writer):
             s.setsockopt(zmq.SNDTIMEO, 10_000)
             s.bind(endpoint(spec, i))
             self.socks.append(s)
+        self.noblock, self.again = zmq.NOBLOCK, zmq.Again
+        self.dropped = 0
         self.pool: List[Optional[np.ndarray]] = [None] * POOL
         self.trackers: List[Any] = [None] * POOL
         self.n = 0
@@ -52,7 +56,16 @@ class _ZmqWriter(Writer):
                 t.wait(10)
             # Same content as src; only the header (counter, timestamps) changes per frame.
             byte_view(buf)[: HEADER_WORDS * 8] = byte_view(src)[: HEADER_WORDS * 8]
-        self.trackers[k] = [s.send(buf, copy=False, track=True) for s in self.socks]
+        if self.spec.lossless:
+            self.trackers[k] = [s.send(buf, copy=False, track=True) for s in self.socks]
+            return
+        trackers = []
+        for s in self.socks:
+            try:
+                trackers.append(s.send(buf, copy=False, track=True, flags=self.noblock))
+            except self.again:
+                self.dropped += 1
+        self.trackers[k] = trackers
 
     def close(self) -> None:
         # Let queued frames reach their readers (a closing writer must not drop the last ones),
@@ -71,8 +84,6 @@ class _ZmqReader(Reader):
         self.sock = self.ctx.socket(zmq.PULL)
         self.sock.setsockopt(zmq.RCVHWM, HWM)
         self.sock.setsockopt(zmq.LINGER, 0)
-        if not spec.lossless:
-            self.sock.setsockopt(zmq.CONFLATE, 1)
         self.sock.connect(endpoint(spec, index))
         self.msg: Any = None
 
@@ -80,6 +91,9 @@ class _ZmqReader(Reader):
         if not self.sock.poll(int(timeout * 1000)):
             return None
         self.msg = self.sock.recv(copy=False)
+        if not self.spec.lossless:  # latest: skip to the newest queued frame
+            while self.sock.poll(0):
+                self.msg = self.sock.recv(copy=False)
         return as_frame(self.msg.buffer, self.spec)
 
     def done(self) -> None:
