@@ -76,7 +76,10 @@ def _link_same_ops(rows: List[Row]) -> None:
     for r in rows:
         if r.family != "framebus":
             continue
-        fam, op = SAME_OP.get(r.extra.get("operation", ""), (None, None))
+        match = SAME_OP.get(r.extra.get("operation", ""))
+        if match is None:
+            continue
+        fam, op = match
         peer = by.get((fam, op))
         if peer is not None:
             r.extra["peer_same_op"] = f"{FAMILIES[fam][0]} {op}: {peer.value():.2f}"
@@ -186,7 +189,7 @@ def _ops_framebus(prefix: str, shape: tuple) -> Tuple[List[Tuple[str, Callable[[
     closers: List[Callable[[], None]] = [r.close, w.unlink]
     if hasattr(framebus, "pipe") and hasattr(framebus, "sync"):
         fd = os.open("/dev/null", os.O_WRONLY)
-        pipe, sync = framebus.pipe, framebus.sync
+        pipe, sync = getattr(framebus, "pipe"), getattr(framebus, "sync")
 
         def pipe_sync() -> None:
             pipe(src, fd)
@@ -292,7 +295,7 @@ def _ops_zmq(prefix: str, shape: tuple) -> Tuple[List[Tuple[str, Callable[[], An
     src = np.ones(shape, np.float32)
 
     def send_recv() -> None:
-        a.send(src, copy=False)
+        a.send(src, copy=False)  # type: ignore[call-overload]
         m = b.recv(copy=False)
         np.frombuffer(m.buffer, np.float32)
 

@@ -62,6 +62,7 @@ def _writer(results: Any, spec: tp.Spec, inplace: bool, seconds: float, go: Any,
     results.put("ready")
     try:
         go.wait(60)
+        writer.connect()
         n = 0
         clock = time.perf_counter_ns
         t0 = clock()
@@ -159,7 +160,12 @@ def run(ctx: Context) -> SuiteResult:
                 plan.append((mode, kind, inplace))
     if cfg.smoke:  # each transport and each mode once is enough to prove the suite runs
         seen: set = set()
-        plan = [p for p in plan if (p[1] not in seen or p[1] == "framebus") and not seen.add(p[1])]
+        smoke_plan = []
+        for p in plan:
+            if p[1] not in seen or p[1] == "framebus":
+                smoke_plan.append(p)
+            seen.add(p[1])
+        plan = smoke_plan
     ctx.reporter.start(sid, len(plan) * len(counts))
     for readers in counts:
         for mode, kind, inplace in plan:

@@ -77,7 +77,7 @@ def summarize(samples: Iterable[float]) -> Dict[str, float]:
     }
 
 
-def thin(samples: Sequence[float], keep: int = 2000) -> List[float]:
+def thin(samples: Sequence[float], keep: int = 1000) -> List[float]:
     """At most ``keep`` samples, evenly strided, for the JSON file (statistics use them all)."""
     if len(samples) <= keep:
         return [float(x) for x in samples]

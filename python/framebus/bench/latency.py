@@ -64,6 +64,7 @@ def _measure(ctx: Context, kind: str, shape: tuple, dtype: str, frames: int, set
     try:
         get(results, 60, f"{kind} reader process")
         writer = t.writer()
+        writer.connect()
         src = make_frame(shape, dtype)
         h = header(src)
         # A marker frame first, so connection set-up (ZeroMQ, iceoryx2) is not timed.

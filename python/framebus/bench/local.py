@@ -94,6 +94,7 @@ def _transport(ctx: Context, kind: str, shape: tuple, src: np.ndarray) -> Callab
         t.create()
         w = t.writer()
         r = t.reader(0)
+        w.connect()
         send, recv, done = w.send, r.recv, r.done
 
         def op() -> None:

@@ -45,6 +45,8 @@ def _echo(results: Any, req: tp.Spec, ack: tp.Spec) -> None:
             n, last = int(h[0]), int(h[1])
             reader.done()
             header(reply)[0] = n
+            if n == 0:
+                writer.connect()
             writer.send(reply)
             if last:
                 break
@@ -81,6 +83,7 @@ def _ping(ctx: Context, kind: str, shape: tuple, dtype: str, warm: int, seconds:
     try:
         get(results, 60, f"{kind} echo process")
         writer, reader = treq.writer(), tack.reader(0)
+        writer.connect()
         src = make_frame(shape, dtype)
         h = header(src)
         h[1] = 0

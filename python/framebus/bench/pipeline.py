@@ -51,6 +51,7 @@ def _source(results: Any, spec: tp.Spec, paced: int, rate: float, burst: int, go
     results.put("ready")
     try:
         go.wait(60)
+        writer.connect()
         period = int(1e9 / rate)
         t_start = clock()
         total = paced + burst
@@ -84,9 +85,14 @@ def _filter(results: Any, a: tp.Spec, b: tp.Spec, release: Any) -> None:
     clock = time.perf_counter_ns
     results.put("ready")
     try:
+        connected = False
         while True:
             frame = reader.recv(TIMEOUT)
             t1 = clock()
+            if not connected:  # the sink is ready once the first frame flows
+                writer.connect()
+                connected = True
+                t1 = clock()
             if frame is None:
                 raise RuntimeError(f"the filter got no frame within {TIMEOUT:.0f} s")
             last = int(header(frame)[W_LAST])

@@ -109,7 +109,7 @@ def feed_stdin(cmd: List[str], frames: List[np.ndarray], n: int) -> None:
     p = _popen(cmd)
     assert p.stdin is not None
     for i in range(n):
-        p.stdin.write(frames[i & 3])
+        p.stdin.write(frames[i & 3])  # type: ignore[call-overload]
     _finish(p)
 
 

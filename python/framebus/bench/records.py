@@ -140,7 +140,7 @@ class Run:
     seconds: float = 0.0
 
     def to_json(self) -> Dict[str, Any]:
-        """The run as plain JSON data (every sample kept, thinned to at most 2000 per list)."""
+        """The run as plain JSON data (samples thinned to at most 1000 per list)."""
         return {"format": "framebus-bench/1", **asdict(self)}
 
 

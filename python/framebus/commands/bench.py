@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         print(report.plain_tables(result, compare=old))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(result.to_json(), f, indent=1, allow_nan=True)
+            json.dump(result.to_json(), f, allow_nan=True)
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write(report.markdown(result, compare=old, plots=plots))

@@ -49,6 +49,10 @@ class Writer:
         """(loan transports only) A writable frame in shared memory, published on exit."""
         raise NotImplementedError(f"{type(self).__name__} has no loans")
 
+    def connect(self, timeout: float = 10.0) -> None:
+        """Waits until the spec's readers are attached, for transports that wire up lazily
+        (called once every reader process said it is ready, before the first frame)."""
+
     def close(self) -> None:
         """Releases the endpoint."""
 

@@ -70,7 +70,7 @@ class _CopyReader(Reader):
 class _ViewReader(_CopyReader):
     def __init__(self, spec: Spec) -> None:
         super().__init__(spec)
-        self.frame = None
+        self.frame: Any = None
         self._wait_view = self.stream.wait_view
 
     def recv(self, timeout: float) -> Optional[np.ndarray]:

@@ -41,6 +41,16 @@ class _IoxWriter(Writer):
         self.pub = self.service.publisher_builder().initial_max_slice_len(spec.nbytes).backpressure_strategy(strategy).create()
         self.notifier = self.event.notifier_builder().create()
 
+    def connect(self, timeout: float = 10.0) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.service.dynamic_config.number_of_subscribers < self.spec.readers:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {self.service.dynamic_config.number_of_subscribers} of {self.spec.readers} subscribers attached")
+            time.sleep(0.005)
+        self.pub.update_connections()
+
     def _loan(self) -> Any:
         sample = self.pub.loan_slice_uninit(self.spec.nbytes)
         return sample, as_frame(sample.payload().as_memory_view(), self.spec)

@@ -154,7 +154,7 @@ class _NaiveWriter(Writer):
         self.spec = spec
         self.shm = shared_memory.SharedMemory(name=spec.name)
         self.words = np.ndarray((MAX_READERS + 1,), np.uint64, buffer=self.shm.buf)
-        self.payload = as_frame(self.shm.buf[PAYLOAD_OFFSET:], spec)
+        self.payload = as_frame(self.shm.buf[PAYLOAD_OFFSET:], spec)  # type: ignore[index]
 
     def send(self, src: np.ndarray) -> None:
         w = self.words
@@ -180,7 +180,7 @@ class _NaiveReader(Reader):
         self.index = index
         self.shm = shared_memory.SharedMemory(name=spec.name)
         self.words = np.ndarray((MAX_READERS + 1,), np.uint64, buffer=self.shm.buf)
-        self.payload = as_frame(self.shm.buf[PAYLOAD_OFFSET:], spec)
+        self.payload = as_frame(self.shm.buf[PAYLOAD_OFFSET:], spec)  # type: ignore[index]
         self.out = np.empty(spec.shape, spec.dtype)
         self.last = int(self.words[0])
 
@@ -224,7 +224,7 @@ class NaiveShm(Transport):
     def destroy(self) -> None:
         shm = getattr(self, "shm", None)
         if shm is not None:
-            self.shm = None
+            del self.shm
             shm.close()
             shm.unlink()
 
@@ -237,7 +237,7 @@ class NaiveShm(Transport):
 
 # -- futex + one copy each way: the limit ---------------------------------------------------------
 
-_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine().lower())
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine().lower(), 0)
 _FUTEX_WAIT, _FUTEX_WAKE = 0, 1
 
 
@@ -326,7 +326,7 @@ class FutexLimit(Transport):
 
     @classmethod
     def unavailable(cls) -> Optional[str]:
-        if _SYS_FUTEX is None or not os.path.isdir("/dev/shm"):
+        if not _SYS_FUTEX or not os.path.isdir("/dev/shm"):
             return f"no futex syscall number known for {platform.machine()}"
         return None
 
@@ -340,7 +340,7 @@ class FutexLimit(Transport):
     def destroy(self) -> None:
         path = getattr(self, "path", None)
         if path:
-            self.path = None
+            del self.path
             try:
                 os.unlink(path)
             except FileNotFoundError:
