@@ -320,7 +320,7 @@ class FutexLimit(Transport):
     """The limit: a futex wake/wait between processes plus one copy in and one copy out."""
 
     key = "limit-futex"
-    label = "limit: futex + 1 copy each way"
+    label = "limit: futex + 1 copy each way (ctypes)"
     family = "limit"
     role = "limit"
 
