@@ -48,11 +48,12 @@ def throughput(run: Run, path: str) -> Optional[str]:
     if not rows:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     variants: List[str] = []
     for r in rows:
         if r.variant not in variants:
             variants.append(r.variant)
+    n_fb = sum(1 for v in variants if next(r for r in rows if r.variant == v).family == "framebus")
     fb = 0
     for v in variants:
         pts = sorted((r.extra.get("bytes", 0), r.metrics["gbps"].value) for r in rows if r.variant == v)
@@ -61,7 +62,9 @@ def throughput(run: Run, path: str) -> Optional[str]:
             continue
         row = next(r for r in rows if r.variant == v)
         st = _style(row, fb)
-        fb += row.family == "framebus"
+        if row.family == "framebus":  # shades of the framebus colour, one per variant
+            st["color"] = plt.cm.Blues(0.45 + 0.55 * fb / max(n_fb - 1, 1))
+            fb += 1
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=v, linewidth=2.2 if row.family == "framebus" else 1.4, **st)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -69,7 +72,7 @@ def throughput(run: Run, path: str) -> Optional[str]:
     ax.set_ylabel("GB/s (bytes written + read)")
     ax.set_title("W1/W2 write + read in one process: throughput by frame size")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
