@@ -127,6 +127,7 @@ class _Counter:
         self.allocs.restype = self.frees.restype = ctypes.c_ulonglong
 
     def per_call(self, op: Callable[[], Any], n: int, warm: int) -> Tuple[float, float]:
+        """(allocations, frees) per call of ``op`` over ``n`` calls after ``warm`` calls."""
         import itertools
 
         for _ in itertools.repeat(None, warm):

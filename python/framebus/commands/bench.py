@@ -17,6 +17,7 @@ HELP = "benchmark framebus against pyshmem, pyzmq, iceoryx2, turbopipe and the p
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``framebus bench``."""
     p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W9, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle) or all (default: all)")
     p.add_argument("--quick", action="store_true", help="shorter measurements (about a quarter of the time)")
     p.add_argument("--smoke", action="store_true", help="tiny frames, first case of each suite only: proves each suite runs (the test suite uses it)")
@@ -116,6 +117,9 @@ class _PlainReporter:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Checks the arguments (exit code 2 with a message when they are wrong), runs the suites
+    with a progress display, prints the tables and writes the requested files. Exit code 1 when
+    a suite failed."""
     from .. import bench
     from ..bench import records, report
 

@@ -40,9 +40,11 @@ class Writer:
     directly in shared memory: only ``src``'s header words are written into the loaned slot."""
 
     def send(self, src: np.ndarray) -> None:
+        """Publishes a frame equal to ``src`` (blocking while a lossless reader is behind)."""
         raise NotImplementedError
 
     def send_inplace(self, src: np.ndarray) -> None:
+        """Publishes a loaned frame of which only ``src``'s header words were written."""
         raise NotImplementedError(f"{type(self).__name__} has no loans")
 
     def loan(self) -> ContextManager[np.ndarray]:
@@ -62,6 +64,7 @@ class Reader:
     ``timeout`` seconds) that stays valid until ``done()``."""
 
     def recv(self, timeout: float) -> Optional[np.ndarray]:
+        """The next frame (lossless: the next in order; latest: the newest), or None."""
         raise NotImplementedError
 
     def done(self) -> None:
@@ -100,9 +103,11 @@ class Transport:
         """Removes everything ``create`` made (idempotent)."""
 
     def writer(self) -> Writer:
+        """Opens the writing endpoint (in the calling process)."""
         raise NotImplementedError
 
     def reader(self, index: int = 0) -> Reader:
+        """Opens reader ``index`` (0 .. spec.readers - 1) in the calling process."""
         raise NotImplementedError
 
 
