@@ -1,0 +1,215 @@
+"""``framebus bench``: every suite runs once at tiny sizes (``--quick --smoke``) and writes
+well-formed JSON, Markdown and plots; bad input gets a clear error. No test here checks a speed:
+benchmarks report figures, they never pass or fail on them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from typing import Dict, List, Set
+
+import pytest
+
+from framebus import cli
+from framebus.bench import SUITES, resolve
+from framebus.bench.harness import summarize
+from framebus.bench.records import ROLES, Metric, Row, SuiteResult, better_ratio, compute_ratios, load
+
+#: A generous bound for the whole smoke run (it takes well under a minute on 2 cores).
+SMOKE_TIMEOUT = 240
+
+#: Optional peers: family name in the rows -> module that provides it.
+PEERS = {"pyshmem": "pyshmem", "pyzmq": "zmq", "iceoryx2": "iceoryx2", "turbopipe": "turbopipe"}
+
+
+def _ours() -> Set[str]:
+    """Entries a benchmark run may create under /dev/shm and /tmp."""
+    found = set()
+    for d in ("/dev/shm", "/tmp"):
+        try:
+            for e in os.listdir(d):
+                if e.startswith("bench-") or e.startswith("framebus.bench-"):
+                    found.add(os.path.join(d, e))
+        except OSError:
+            pass
+    return found
+
+
+def _run(args: List[str], cwd: str, timeout: float = SMOKE_TIMEOUT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200", PYTHONWARNINGS="default")
+    return subprocess.run([sys.executable, "-m", "framebus", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
+    """One smoke run of every suite with every output, shared by the tests below."""
+    d = tmp_path_factory.mktemp("bench")
+    before = _ours()
+    proc = _run(["--quick", "--smoke", "--json", "run.json", "--markdown", "run.md", "--plot", "img"], str(d))
+    after = _ours()
+    return {"dir": str(d), "proc": proc, "leftovers": sorted(after - before)}
+
+
+@pytest.mark.timeout(SMOKE_TIMEOUT + 60)
+def test_smoke_run_succeeds(smoke: Dict[str, object]) -> None:
+    proc = smoke["proc"]
+    assert isinstance(proc, subprocess.CompletedProcess)
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert "9 suite(s)" in proc.stderr
+    # The terminal report: a table per suite and the W7 waterfall.
+    for s in SUITES:
+        assert s.id in proc.stdout
+    assert "waterfall" in proc.stdout
+
+
+def test_smoke_run_leaves_nothing_behind(smoke: Dict[str, object]) -> None:
+    assert smoke["leftovers"] == []
+
+
+def test_json_is_well_formed(smoke: Dict[str, object]) -> None:
+    path = os.path.join(str(smoke["dir"]), "run.json")
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    assert raw["format"] == "framebus-bench/1"
+    run = load(path)
+    assert run.machine.get("cpus")
+    assert "framebus" in run.versions and "numpy" in run.versions
+    assert [s.id for s in run.suites] == [s.id for s in SUITES]
+    for suite in run.suites:
+        assert suite.title and suite.columns
+        for row in suite.rows:
+            assert row.role in ROLES
+            assert row.primary in row.metrics, (suite.id, row.variant)
+            for m in row.metrics.values():
+                assert isinstance(m.value, float) or isinstance(m.value, int)
+            for v in row.ratios.values():
+                assert v is None or v > 0
+        has_framebus = any(r.role == "framebus" for r in suite.rows)
+        if suite.id == "W6":
+            # framebus's own row needs framebus.pipe (another branch) and an FFmpeg binary.
+            import framebus
+
+            if hasattr(framebus, "pipe") and not any("no FFmpeg" in n for n in suite.notes):
+                assert has_framebus
+        else:
+            assert has_framebus, f"{suite.id} has no framebus row"
+            assert all(math.isfinite(r.value()) for r in suite.rows if r.role == "framebus" and suite.id not in ("W7",)), suite.id
+    w7 = next(s for s in run.suites if s.id == "W7")
+    assert w7.waterfall and all(len(w["stages"]) == 3 for w in w7.waterfall)
+
+
+def test_missing_peers_are_skipped_with_a_note(smoke: Dict[str, object]) -> None:
+    run = load(os.path.join(str(smoke["dir"]), "run.json"))
+    families = {r.family for s in run.suites for r in s.rows}
+    notes = " ".join(n for s in run.suites for n in s.notes)
+    for family, module in PEERS.items():
+        if importlib.util.find_spec(module) is not None:
+            assert family in families, f"{family} is installed but measured nowhere"
+        else:
+            assert "not installed" in notes, f"{family} is missing but no note says so"
+
+
+def test_markdown_tables_are_well_formed(smoke: Dict[str, object]) -> None:
+    with open(os.path.join(str(smoke["dir"]), "run.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert text.startswith("Command: `framebus bench")
+    for s in SUITES:
+        assert re.search(rf"^### {s.id} ", text, re.M), s.id
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|---") or line.startswith("|--"):
+            width = lines[i - 1].count(" | ")
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("|"):
+                assert lines[j].replace("\\|", "").count(" | ") == width, lines[j]
+                j += 1
+
+
+def test_plots_are_pngs_linked_from_the_markdown(smoke: Dict[str, object]) -> None:
+    if importlib.util.find_spec("matplotlib") is None:
+        pytest.skip("matplotlib is not installed")
+    d = str(smoke["dir"])
+    pngs = sorted(os.listdir(os.path.join(d, "img")))
+    for expected in ("w1w2_throughput.png", "w3_pingpong.png", "w4_latency.png", "w6_pipes.png", "w7_waterfall.png"):
+        if expected == "w6_pipes.png" and not any(p.startswith("w6") for p in pngs):
+            continue  # no FFmpeg here
+        assert expected in pngs
+    for p in pngs:
+        with open(os.path.join(d, "img", p), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", p
+    with open(os.path.join(d, "run.md"), encoding="utf-8") as f:
+        links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", f.read())
+    assert links
+    for link in links:
+        assert os.path.exists(os.path.join(d, link)), link
+
+
+def test_compare_shows_the_change_of_each_row(smoke: Dict[str, object]) -> None:
+    d = str(smoke["dir"])
+    proc = _run(["W9", "--smoke", "--compare", "run.json", "--markdown", "again.md"], d, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "change against" in proc.stdout
+    with open(os.path.join(d, "again.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert "### Change against" in text
+    assert re.search(r"\| W9 \| blocked [^|]+ \| framebus read_new", text)
+
+
+# -- errors and helpers (no measuring) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["W42"], "unknown suite 'W42'"),
+        (["--json", "/nonexistent-dir/x.json"], "does not exist"),
+        (["--markdown", "/"], "is a directory"),
+        (["--compare", "/nonexistent-dir/old.json"], "does not exist"),
+    ],
+)
+def test_bad_input_is_a_clear_error(args: List[str], message: str, capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["bench", *args]) == 2
+    err = capsys.readouterr().err
+    assert "framebus bench: error:" in err and message in err
+
+
+def test_compare_refuses_a_foreign_json_file(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    p = tmp_path / "other.json"
+    p.write_text(json.dumps({"hello": 1}))
+    assert cli.main(["bench", "W1", "--compare", str(p)]) == 2
+    assert "not a framebus bench JSON file" in capsys.readouterr().err
+
+
+def test_list_names_every_suite(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(s.id in out for s in SUITES)
+
+
+def test_resolve_by_id_family_and_all() -> None:
+    assert [s.id for s in resolve([])] == [s.id for s in SUITES]
+    assert [s.id for s in resolve(["w3", "local"])] == ["W1", "W2", "W3"]
+    assert len(resolve(["all", "W1"])) == len(SUITES)
+    with pytest.raises(ValueError, match="choose from"):
+        resolve(["nope"])
+
+
+def test_statistics_and_ratios() -> None:
+    st = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert st["median"] == 3.0 and st["min"] == 1.0 and st["max"] == 100.0 and st["n"] == 5
+    assert math.isnan(summarize([])["median"])
+    assert better_ratio(200.0, 100.0, True) == 2.0
+    assert better_ratio(50.0, 100.0, False) == 2.0
+    assert better_ratio(float("nan"), 1.0, True) is None
+    suite = SuiteResult("WX", "t", "w")
+    for variant, fam, role, v in [("fb", "framebus", "framebus", 10.0), ("ps", "pyshmem", "peer", 2.0), ("z", "pyzmq", "peer", 5.0), ("lim", "limit", "limit", 20.0)]:
+        suite.rows.append(Row("c", variant, fam, role, {"hz": Metric(v, "Hz")}, "hz"))
+    compute_ratios(suite)
+    fb = suite.rows[0]
+    assert fb.ratios == {"best_peer": 2.0, "pyshmem": 5.0, "limit": 0.5}
+    assert fb.extra["best_peer"] == "z"
