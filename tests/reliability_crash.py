@@ -108,10 +108,13 @@ def writer_mid_write(iters: int, seed: int = 0, shape: tuple = SHAPE) -> Tally:
             if not _progress(st, 1, t, "writer after a kill", p):
                 kill(p)
                 break
-            target = rng.choice([ch.WRITE, ch.LOAN, ch.LOCK, None])
-            if target is not None:
+            target = rng.choice([ch.WRITE, ch.LOAN, ch.LOAN, ch.LOCK, None])
+            if target is None:
+                time.sleep(rng.random() * 0.002)
+            else:
                 wait_until(lambda: st[ch.PHASE] == target, 2.0, 0)
-            time.sleep(rng.random() * 0.002)
+                if rng.random() < 0.5:
+                    time.sleep(rng.random() * 0.0003)
             phase = st[ch.PHASE]
             kill(p)
             t.kills += 1
@@ -401,7 +404,7 @@ def _race_once(rng_seed: int, kill_it: bool, t: Tally, lock: threading.Lock) -> 
     try:
         if kill_it:
             wait_until(lambda: st[ch.PHASE] == ch.CREATING, BOUND, 0)
-            time.sleep(rng.random() * 0.015)
+            time.sleep(rng.random() * 0.004)
             phase = st[ch.PHASE]
             kill(cp)
             outcome["killed"] = True
