@@ -63,6 +63,8 @@ class _Readers:
             if p.exitcode != 0:
                 tally.errors.append(f"reader child exit code {p.exitcode}")
                 kill(p)
+        self.q.close()
+        self.q.join_thread()
         for r in reports:
             tally.add_reader(r)
             if final_seq is not None and r["mode"] == "lossless" and r.get("last_seq", final_seq) < final_seq:
@@ -179,6 +181,8 @@ def lock_holder_killed(iters: int, seed: int = 0, shape: tuple = (64, 64, 8)) ->
             t.errors.append(f"lock still held by {w.lock_owner} at the end")
         readers.finish(t, w.write_sequence)
     finally:
+        q.close()
+        q.join_thread()
         w.close()
         unlink_quietly(name)
     t.seconds = time.monotonic() - t0

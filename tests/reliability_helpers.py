@@ -172,7 +172,18 @@ def shm_entries() -> set:
 
 
 def fd_count(pid: Optional[int] = None) -> int:
-    return len(os.listdir(f"/proc/{pid or os.getpid()}/fd"))
+    """Open file descriptors of a process, not counting multiprocessing's shared heap arenas
+    (``/dev/shm/pym-*``, kept for reuse by RawArray; they are not framebus's)."""
+    fds = f"/proc/{pid or os.getpid()}/fd"
+    n = 0
+    for fd in os.listdir(fds):
+        try:
+            if "/pym-" in os.readlink(f"{fds}/{fd}"):
+                continue
+        except OSError:
+            continue
+        n += 1
+    return n
 
 
 def rss_kb(pid: Optional[int] = None) -> int:
