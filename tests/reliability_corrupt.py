@@ -121,9 +121,9 @@ def damage(name: str, rng: random.Random) -> List[str]:
             elif kind == "slot-record":
                 if not slots or slots_at + 192 * slots > seg.size:
                     continue
-                at = slots_at + 192 * rng.randrange(slots) + rng.randrange(8, 192)  # the state word is a known bug
-                n = rng.randint(1, 24)
-                end = min(at + n, slots_at + 192 * slots)
+                slot_at = slots_at + 192 * rng.randrange(slots)
+                at = slot_at + rng.randrange(8, 192)  # the state word (offset 0) is a known bug
+                end = min(at + rng.randint(1, 24), slot_at + 192)
                 seg.map[at:end] = os.urandom(end - at)
             elif kind == "resize":
                 done.append(kind)
