@@ -12,7 +12,7 @@ target=x86_64-unknown-linux-gnu
 
 if [[ $want == *" tsan "* ]]; then
   rustup component add rust-src --toolchain nightly >/dev/null
-  echo "== ThreadSanitizer: unit tests and the fuzz suite of crates/framebus (std rebuilt with TSan)"
+  echo "== ThreadSanitizer: unit tests, fuzz suite and threaded ring test of crates/framebus (std rebuilt with TSan)"
   for what in --lib "--test fuzz_header" "--test threads_ring"; do
     # shellcheck disable=SC2086
     RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0" FRAMEBUS_FUZZ_CASES=16 \
@@ -31,9 +31,9 @@ fi
 
 if [[ $want == *" valgrind "* ]]; then
   if command -v valgrind >/dev/null; then
-    echo "== valgrind memcheck: the core's unit tests and the fuzz suite (debug build)"
+    echo "== valgrind memcheck: unit tests, fuzz suite and threaded ring test of the core (debug build)"
     CARGO_TARGET_DIR=target/valgrind cargo test -q -p framebus --lib --tests --no-run 2>/dev/null
-    for bin in $(find target/valgrind/debug/deps -maxdepth 1 -type f -executable \( -name 'framebus-*' -o -name 'fuzz_header-*' \)); do
+    for bin in $(find target/valgrind/debug/deps -maxdepth 1 -type f -executable \( -name 'framebus-*' -o -name 'fuzz_header-*' -o -name 'threads_ring-*' \)); do
       FRAMEBUS_FUZZ_CASES=8 valgrind -q --error-exitcode=99 --leak-check=no "$bin" --test-threads=1 -q || status=1
     done
   else

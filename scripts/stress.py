@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 LENGTHS = {
     "short": {"iters": 10, "soak": 30.0, "py_fuzz": 30, "rust_fuzz": 64},
-    "long": {"iters": 200, "soak": 600.0, "py_fuzz": 400, "rust_fuzz": 3000},
+    "long": {"iters": 200, "soak": 600.0, "py_fuzz": 400, "rust_fuzz": 5000},
 }
 
 
