@@ -34,7 +34,7 @@ if [[ $want == *" valgrind "* ]]; then
     echo "== valgrind memcheck: unit tests, fuzz suite and threaded ring test of the core (debug build)"
     CARGO_TARGET_DIR=target/valgrind cargo test -q -p framebus --lib --tests --no-run 2>/dev/null
     for bin in $(find target/valgrind/debug/deps -maxdepth 1 -type f -executable \( -name 'framebus-*' -o -name 'fuzz_header-*' -o -name 'threads_ring-*' \)); do
-      FRAMEBUS_FUZZ_CASES=8 valgrind -q --error-exitcode=99 --leak-check=no "$bin" --test-threads=1 -q || status=1
+      FRAMEBUS_FUZZ_CASES=8 FRAMEBUS_THREAD_FRAMES=50 valgrind -q --error-exitcode=99 --leak-check=no "$bin" --test-threads=1 -q || status=1
     done
   else
     echo "valgrind not installed: apt-get install valgrind"
