@@ -133,9 +133,7 @@ def _known_child(name: str, patch: str, q: Any) -> None:
         pytest.param("garbage-dtype", marks=pytest.mark.xfail(strict=True, reason=(
             "BUG: a header whose dtype text NumPy cannot parse makes open() raise a bare TypeError ('data type ... not "
             "understood') instead of CorruptStreamError (FrameSpec::new errors are not mapped)"))),
-        pytest.param("published", marks=pytest.mark.xfail(strict=True, reason=(
-            "BUG: a published word naming a sequence its slot does not hold makes read()/read_new()/view() spin forever with "
-            "the GIL held (ring/reader.rs pin_newest retries without bound); Ctrl-C cannot stop it"))),
+        pytest.param("published"),
     ],
 )
 @pytest.mark.timeout(120)

@@ -289,7 +289,6 @@ const HANG_BUG: &str = "BUG: a published word naming a sequence its slot does no
 /// never an endless spin. Shows the bug: `pin_newest` retries forever when the slot named by
 /// `published` does not hold that sequence.
 #[test]
-#[ignore = "BUG: published word / slot state garbage makes reads spin forever (ring/reader.rs pin_newest)"]
 fn published_word_garbage_never_hangs() {
     let spec = StreamSpec::new("<f4", 4, vec![4]);
     let named = fresh(&spec, 2);
@@ -300,7 +299,6 @@ fn published_word_garbage_never_hangs() {
 
 /// Damage anywhere, slot states and the published word included (ignored with the bug above).
 #[test]
-#[ignore = "BUG: published word / slot state garbage makes reads spin forever (ring/reader.rs pin_newest)"]
 fn any_damage_gives_ok_or_clear_errors() {
     let mut runner = proptest::test_runner::TestRunner::new(config());
     runner
