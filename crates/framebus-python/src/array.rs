@@ -37,6 +37,17 @@ pub struct FrameSpec {
 }
 
 impl FrameSpec {
+    /// Another handle on the same spec.
+    pub fn clone_ref(&self, py: Python<'_>) -> FrameSpec {
+        FrameSpec {
+            dtype: self.dtype.clone_ref(py),
+            shape: self.shape.clone(),
+            dims: self.dims.clone(),
+            shape_tuple: self.shape_tuple.clone_ref(py),
+            frame_bytes: self.frame_bytes,
+        }
+    }
+
     /// Builds the spec from the core's dtype string and shape.
     pub fn new(py: Python<'_>, dtype: &str, shape: &[u64]) -> PyResult<FrameSpec> {
         let descr = PyArrayDescr::new(py, dtype)?;
@@ -104,12 +115,24 @@ impl FrameSpec {
 
     /// A new, uninitialised C-contiguous array of this spec.
     pub fn empty<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        // SAFETY: a NULL data pointer makes NumPy allocate and own the buffer; no base.
+        let obj = unsafe { self.wrap(py, std::ptr::null_mut(), 0, None)? };
+        Ok(obj.cast_into::<PyUntypedArray>()?)
+    }
+
+    /// A C-contiguous array of this spec over `data` (NULL: NumPy allocates), with NumPy
+    /// `flags` and, when given, `base` as the object that keeps `data` alive.
+    ///
+    /// # Safety
+    /// A non-NULL `data` must point to at least `frame_bytes` bytes that stay valid (and, with
+    /// NPY_ARRAY_WRITEABLE, writable) for as long as `base` is alive.
+    pub unsafe fn wrap<'py>(&self, py: Python<'py>, data: *mut u8, flags: std::os::raw::c_int, base: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let descr = self.dtype.clone_ref(py).into_ptr();
         let mut dims = self.dims.clone();
         // SAFETY: PyArray_NewFromDescr steals the reference to `descr` (taken above), reads
-        // `dims` (ndim entries, alive for the call) and allocates its own data (NULL data,
-        // NULL strides: C order). A NULL result means a Python exception is set.
-        let ptr = unsafe {
+        // `dims` (ndim entries, alive for the call); with NULL strides the array is C order; the
+        // caller vouches for `data`. A NULL result means a Python exception is set.
+        let raw = unsafe {
             PY_ARRAY_API.PyArray_NewFromDescr(
                 py,
                 npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
@@ -117,14 +140,20 @@ impl FrameSpec {
                 dims.len() as i32,
                 dims.as_mut_ptr(),
                 std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                0,
+                data.cast(),
+                flags,
                 std::ptr::null_mut(),
             )
         };
-        // SAFETY: ptr is a new reference or NULL with an exception set.
-        let obj = unsafe { Bound::from_owned_ptr_or_err(py, ptr)? };
-        Ok(obj.cast_into::<PyUntypedArray>()?)
+        // SAFETY: raw is a new reference or NULL with an exception set.
+        let array = unsafe { Bound::from_owned_ptr_or_err(py, raw)? };
+        if let Some(base) = base {
+            // SAFETY: array is a new ndarray without a base; SetBaseObject steals `base`.
+            if unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, raw.cast(), base.into_ptr()) } != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(array)
     }
 }
 

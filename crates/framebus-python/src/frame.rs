@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 use framebus::Pinned;
-use numpy::npyffi::{self, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, PY_ARRAY_API};
+use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -38,8 +38,7 @@ pub struct PyFrame {
     seq: u64,
     timestamp_ns: u64,
     frame_id: i64,
-    dtype: Py<numpy::PyArrayDescr>,
-    dims: Vec<npyffi::npy_intp>,
+    spec: FrameSpec,
 }
 
 impl PyFrame {
@@ -53,8 +52,7 @@ impl PyFrame {
             seq,
             timestamp_ns,
             frame_id,
-            dtype: spec.dtype.clone_ref(py),
-            dims: spec.dims.clone(),
+            spec: spec.clone_ref(py),
         }
     }
 
@@ -101,37 +99,9 @@ impl PyFrame {
             }
         };
         let holder = Py::new(py, PyPin { pinned })?;
-        let descr = self.dtype.clone_ref(py).into_ptr();
-        let mut dims = self.dims.clone();
-        // SAFETY: NewFromDescr steals `descr`, reads `dims` during the call and wraps `ptr`
-        // without owning it (C order, read-only flags); `ptr` points to the frame's bytes in the
-        // read-only mapping, which the pin (made the array's base just below) keeps mapped and
-        // unchanged for the array's whole life.
-        let raw = unsafe {
-            PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-                descr.cast(),
-                dims.len() as i32,
-                dims.as_mut_ptr(),
-                std::ptr::null_mut(),
-                ptr as *mut std::ffi::c_void,
-                NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED,
-                std::ptr::null_mut(),
-            )
-        };
-        if raw.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        let base = holder.clone_ref(py).into_ptr();
-        // SAFETY: raw is a new array; SetBaseObject steals the reference to `base` (taken just
-        // above) and fails only if base is NULL or raw already has a base, neither the case.
-        let rc = unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, raw.cast(), base) };
-        // SAFETY: raw is a new reference we own.
-        let array = unsafe { Bound::from_owned_ptr(py, raw) };
-        if rc != 0 {
-            return Err(PyErr::fetch(py));
-        }
+        // SAFETY: `ptr` points to the frame's bytes in the read-only mapping, which the pin
+        // (the array's base) keeps mapped and unchanged for the array's whole life; read-only flags.
+        let array = unsafe { self.spec.wrap(py, ptr as *mut u8, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, Some(holder.clone_ref(py).into_any()))? };
         st.holder = Some(holder);
         st.array = Some(array.clone().unbind());
         Ok(array)

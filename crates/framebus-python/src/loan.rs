@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use framebus::{FrameInfo, WriteGuard};
-use numpy::npyffi::{self, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
+use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
 use pyo3::prelude::*;
 
 use crate::array::FrameSpec;
@@ -34,35 +34,9 @@ impl PyLoan {
         let ptr = guard.payload_ptr();
         let seq = guard.seq();
         let loan = Py::new(py, PyLoan { state: Mutex::new(State { guard: Some(guard), array: None }), name: name.to_owned(), frame_id, meta, timestamp_ns, seq })?;
-        let descr = spec.dtype.clone_ref(py).into_ptr();
-        let mut dims = spec.dims.clone();
-        // SAFETY: NewFromDescr steals `descr`, reads `dims` during the call and wraps `ptr`
-        // (the claimed slot's frame bytes, inside the mapping the guard's Arc keeps alive)
-        // without owning it; the loan object becomes the array's base below.
-        let raw = unsafe {
-            PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-                descr.cast(),
-                dims.len() as i32,
-                dims.as_mut_ptr(),
-                std::ptr::null_mut(),
-                ptr.cast(),
-                NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE,
-                std::ptr::null_mut(),
-            )
-        };
-        if raw.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        let base = loan.clone_ref(py).into_any().into_ptr();
-        // SAFETY: raw is a new array; SetBaseObject steals the reference to `base`.
-        let rc = unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, raw.cast(), base) };
-        // SAFETY: raw is a new reference we own.
-        let array = unsafe { Bound::from_owned_ptr(py, raw) };
-        if rc != 0 {
-            return Err(PyErr::fetch(py));
-        }
+        // SAFETY: `ptr` is the claimed slot's frame bytes, inside the mapping the guard's Arc
+        // keeps alive and writable until the loan ends; the loan object is the array's base.
+        let array = unsafe { spec.wrap(py, ptr, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, Some(loan.clone_ref(py).into_any()))? };
         loan.get().state.lock().unwrap_or_else(|p| p.into_inner()).array = Some(array.unbind());
         Ok(loan)
     }
