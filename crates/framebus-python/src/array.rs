@@ -1,6 +1,8 @@
 //! NumPy arrays as frame sources and destinations: checks of dtype/shape/layout, raw data
 //! pointers, and new arrays of a stream's spec.
 
+use std::sync::Arc;
+
 use numpy::npyffi::{self, npy_intp, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -27,17 +29,18 @@ impl DataPtr {
     }
 }
 
-/// A stream's frame spec on the Python side.
+/// A stream's frame spec on the Python side. Cloning it (`clone_ref`) allocates nothing, so
+/// every frame and loan can carry one.
 pub struct FrameSpec {
     pub dtype: Py<PyArrayDescr>,
-    pub shape: Vec<usize>,
-    pub dims: Vec<npy_intp>,
+    pub shape: Arc<[usize]>,
+    pub dims: Arc<[npy_intp]>,
     pub shape_tuple: Py<PyTuple>,
     pub frame_bytes: usize,
 }
 
 impl FrameSpec {
-    /// Another handle on the same spec.
+    /// Another handle on the same spec (no allocation).
     pub fn clone_ref(&self, py: Python<'_>) -> FrameSpec {
         FrameSpec {
             dtype: self.dtype.clone_ref(py),
@@ -51,12 +54,12 @@ impl FrameSpec {
     /// Builds the spec from the core's dtype string and shape.
     pub fn new(py: Python<'_>, dtype: &str, shape: &[u64]) -> PyResult<FrameSpec> {
         let descr = PyArrayDescr::new(py, dtype)?;
-        let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let shape: Arc<[usize]> = shape.iter().map(|&d| d as usize).collect();
         let frame_bytes = shape.iter().product::<usize>() * descr.itemsize();
         Ok(FrameSpec {
             dtype: descr.unbind(),
             dims: shape.iter().map(|&d| d as npy_intp).collect(),
-            shape_tuple: PyTuple::new(py, &shape)?.unbind(),
+            shape_tuple: PyTuple::new(py, shape.iter())?.unbind(),
             shape,
             frame_bytes,
         })
@@ -64,7 +67,7 @@ impl FrameSpec {
 
     /// Whether `arr` has exactly this spec and is C-contiguous (usable without conversion).
     pub fn matches(&self, py: Python<'_>, arr: &Bound<'_, PyUntypedArray>) -> bool {
-        arr.shape() == self.shape.as_slice() && arr.is_c_contiguous() && arr.dtype().is_equiv_to(self.dtype.bind(py))
+        arr.shape() == &self.shape[..] && arr.is_c_contiguous() && arr.dtype().is_equiv_to(self.dtype.bind(py))
     }
 
     /// `value` as a C-contiguous array of this spec: itself when it already is one, else the
@@ -128,7 +131,10 @@ impl FrameSpec {
     /// NPY_ARRAY_WRITEABLE, writable) for as long as `base` is alive.
     pub unsafe fn wrap<'py>(&self, py: Python<'py>, data: *mut u8, flags: std::os::raw::c_int, base: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let descr = self.dtype.clone_ref(py).into_ptr();
-        let mut dims = self.dims.clone();
+        // NumPy takes the dimensions as a mutable pointer; a stack copy avoids an allocation.
+        let mut dims: [npy_intp; framebus::ring::layout::MAX_NDIM] = [0; framebus::ring::layout::MAX_NDIM];
+        let ndim = self.dims.len().min(framebus::ring::layout::MAX_NDIM);
+        dims[..ndim].copy_from_slice(&self.dims[..ndim]);
         // SAFETY: PyArray_NewFromDescr steals the reference to `descr` (taken above), reads
         // `dims` (ndim entries, alive for the call); with NULL strides the array is C order; the
         // caller vouches for `data`. A NULL result means a Python exception is set.
@@ -137,7 +143,7 @@ impl FrameSpec {
                 py,
                 npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
                 descr.cast(),
-                dims.len() as i32,
+                ndim as i32,
                 dims.as_mut_ptr(),
                 std::ptr::null_mut(),
                 data.cast(),

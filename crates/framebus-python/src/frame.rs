@@ -5,7 +5,7 @@
 //! from it is alive, even after `release()`, the end of the `with` block, or `close()` of the
 //! stream. An array never shows another frame and never points at unmapped memory.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use framebus::Pinned;
 use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
@@ -34,7 +34,7 @@ struct State {
 #[pyclass(name = "Frame", module = "framebus._native", frozen)]
 pub struct PyFrame {
     state: Mutex<State>,
-    name: String,
+    name: Arc<str>,
     seq: u64,
     timestamp_ns: u64,
     frame_id: i64,
@@ -43,12 +43,13 @@ pub struct PyFrame {
 
 impl PyFrame {
     /// Wraps a pinned frame of a stream with spec `spec`.
-    pub fn new(py: Python<'_>, name: &str, spec: &FrameSpec, pinned: Pinned) -> PyFrame {
+    /// Allocates nothing but the Python object itself (name and spec are shared).
+    pub fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, pinned: Pinned) -> PyFrame {
         let f = pinned.frame();
         let (seq, timestamp_ns, frame_id) = (f.seq, f.timestamp_ns, f.frame_id);
         PyFrame {
             state: Mutex::new(State { pinned: Some(pinned), holder: None, array: None, released: false }),
-            name: name.to_owned(),
+            name: Arc::clone(name),
             seq,
             timestamp_ns,
             frame_id,
@@ -168,8 +169,9 @@ impl PyFrame {
         slf
     }
 
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) {
+    // Three named parameters rather than `*args`: no tuple is built per `with` block.
+    #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
+    fn __exit__(&self, _exc_type: Option<&Bound<'_, PyAny>>, _exc: Option<&Bound<'_, PyAny>>, _tb: Option<&Bound<'_, PyAny>>) {
         self.release();
     }
 

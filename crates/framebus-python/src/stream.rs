@@ -26,7 +26,7 @@ type CreateArgs = (String, u32, Vec<u64>, u32, u32, u32, u32, bool);
 /// One handle on a stream (see `framebus.Stream` for the documented API).
 #[pyclass(name = "Stream", module = "framebus._native", subclass, frozen)]
 pub struct PyStream {
-    name: String,
+    name: Arc<str>,
     inner: RwLock<Option<Arc<framebus::Stream>>>,
     spec: FrameSpec,
     slots: u32,
@@ -196,7 +196,7 @@ impl PyStream {
         };
         let spec = stream.spec().clone();
         Ok(PyStream {
-            name: name.to_owned(),
+            name: Arc::from(name),
             spec: FrameSpec::new(py, &spec.dtype, &spec.shape)?,
             slots: spec.slots,
             meta_capacity: spec.meta_capacity,
@@ -421,7 +421,7 @@ impl PyStream {
         let before = s.lock_recoveries();
         let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
         self.warn_recovered(py, &s, before)?;
-        PyLoan::new(py, &self.name, &self.spec, guard, frame_id, meta, timestamp_ns)
+        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), s, guard, frame_id, meta, timestamp_ns))
     }
 
     /// Waits until a frame newer than `after` exists; returns the newest sequence.

@@ -65,7 +65,7 @@ SAME_OP = {
     "read_new(out=) alone": ("pyshmem", "read_after(out=) alone"),
     "write() + read_new(out=)": ("pyshmem", "write() + read_after(out=)"),
     "wait_view() + .array + release() alone": ("iceoryx2", "receive view + release alone"),
-    "loan() + publish": ("iceoryx2", "loan + send"),
+    "loan() + .array + commit()": ("iceoryx2", "loan + send"),
     "pipe(frame, fd) + sync(fd)": ("turbopipe", "pipe(frame, fd) + sync(frame)"),
 }
 
@@ -164,11 +164,18 @@ def _ops_framebus(prefix: str, shape: tuple) -> Tuple[List[Tuple[str, Callable[[
             f.release()
 
         def view_array() -> None:
+            f = view()
+            f.array
+            f.release()
+
+        def view_with() -> None:
             with view() as f:
                 f.array
 
         ops.append(("view() + release()", view_release, None))
         ops.append(("view() + .array + release()", view_array, None))
+        # CPython 3.11 binds __enter__ and __exit__ of an extension type per `with`: +2 calls.
+        ops.append(("with view() as f: f.array", view_with, None))
     if hasattr(r, "wait_view"):
         wait_view = r.wait_view
 
@@ -182,11 +189,17 @@ def _ops_framebus(prefix: str, shape: tuple) -> Tuple[List[Tuple[str, Callable[[
     if hasattr(w, "loan"):
         loan = w.loan
 
-        def loan_fill() -> None:
+        def loan_commit() -> None:
+            lo = loan()
+            lo.array[0, 0] = 1.0
+            lo.commit()
+
+        def loan_with() -> None:
             with loan() as a:
                 a[0, 0] = 1.0
 
-        ops.append(("loan() + publish", loan_fill, None))
+        ops.append(("loan() + .array + commit()", loan_commit, None))
+        ops.append(("with loan() as a: (publish on exit)", loan_with, None))
     closers: List[Callable[[], None]] = [r.close, w.unlink]
     if hasattr(framebus, "pipe") and hasattr(framebus, "sync"):
         fd = os.open("/dev/null", os.O_WRONLY)
