@@ -154,14 +154,8 @@ impl Stream {
         let h = self.header();
         let mut reaped_at: Option<Instant> = None;
         loop {
-            let released = h.released.load(Ordering::SeqCst);
-            let (latest, latest_slot) = unpack_published(h.published.load(Ordering::SeqCst));
-            let mut c = self.constraints();
-            while let Some((slot, state)) = self.pick_slot(latest, latest_slot, &c) {
-                if protocol::claim(&self.slot(slot).state, state, 1 << slot, self.pin_masks()) {
-                    return Ok((slot, latest + 1));
-                }
-                c.pinned |= 1 << slot;
+            if let Some(claimed) = self.try_claim() {
+                return Ok(claimed);
             }
             // Nothing free: maybe a reader died holding pins or lagging; look at most every 100 ms.
             if reaped_at.is_none_or(|t| t.elapsed() >= WAIT_SLICE) {
@@ -173,16 +167,42 @@ impl Stream {
             let Some(slice) = deadline.slice() else {
                 return Err(Error::Timeout { name: self.name.clone(), op: "write (every free slot is pinned by a view or holds a frame a lossless reader has not read)", seconds: deadline.seconds() });
             };
+            // Register as a waiter first, then look again: a reader that frees a slot after this
+            // look sees the waiter and bumps `released`, so the futex wait cannot miss it.
             h.writer_waiters.fetch_add(1, Ordering::SeqCst);
-            futex::wait(&h.released, released, slice);
+            let released = h.released.load(Ordering::SeqCst);
+            let claimed = self.try_claim();
+            if claimed.is_none() {
+                futex::wait(&h.released, released, slice);
+            }
             h.writer_waiters.fetch_sub(1, Ordering::SeqCst);
+            if let Some(claimed) = claimed {
+                return Ok(claimed);
+            }
             if !check() {
                 return Err(Error::Interrupted);
             }
         }
     }
 
-    /// The oldest claimable slot and its current state.
+    /// Claims a free slot if there is one (see `pick_slot`): (slot, sequence of the frame to write).
+    fn try_claim(&self) -> Option<(u32, u64)> {
+        let (latest, latest_slot) = unpack_published(self.header().published.load(Ordering::SeqCst));
+        let mut c = self.constraints();
+        while let Some((slot, state)) = self.pick_slot(latest, latest_slot, &c) {
+            if protocol::claim(&self.slot(slot).state, state, 1 << slot, self.pin_masks()) {
+                return Some((slot, latest + 1));
+            }
+            c.pinned |= 1 << slot;
+        }
+        None
+    }
+
+    /// The claimable slot that was written most recently, and its current state. Reusing the
+    /// most recently freed slot keeps the writer's working set at two or three slots while
+    /// readers keep up, so large frames are still in the CPU caches when they are rewritten
+    /// and read (rotating through every slot put `slots` frames through the cache; a 4-slot
+    /// ring of 1080p frames was 0.6-0.8x the copy rate of a 2-slot one).
     fn pick_slot(&self, latest: u64, latest_slot: u32, c: &super::readers::Constraints) -> Option<(u32, u64)> {
         let mut best: Option<(u32, u64)> = None;
         for i in 0..self.geometry.slot_count {
@@ -193,7 +213,7 @@ impl Stream {
             if state & WRITING != 0 || state_seq(state) > c.min_consumed {
                 continue;
             }
-            if best.is_none_or(|(_, s)| state_seq(state) < state_seq(s)) {
+            if best.is_none_or(|(_, s)| state_seq(state) > state_seq(s)) {
                 best = Some((i, state));
             }
         }
