@@ -55,6 +55,8 @@ pub struct Stream {
     pub(super) seen: LocalU64,
     pub(super) missed_last: LocalU64,
     pub(super) missed_total: LocalU64,
+    /// How long this handle's waits spin before sleeping (learned; see sync/spin.rs).
+    pub(super) spin: crate::sync::spin::AdaptiveSpin,
     /// Times this handle took over a lock whose holder had died.
     pub(super) lock_recoveries: LocalU64,
     /// Read-only mapping of the payloads, for views (made on first use).
@@ -226,6 +228,7 @@ impl Stream {
             seen: LocalU64::new(0),
             missed_last: LocalU64::new(0),
             missed_total: LocalU64::new(0),
+            spin: Default::default(),
             lock_recoveries: LocalU64::new(0),
             ro_payloads: OnceLock::new(),
             holds: Mutex::new((0, 0)),

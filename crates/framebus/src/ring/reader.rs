@@ -6,7 +6,7 @@
 //! rewritten, so a reader copying a large frame is never overtaken, whatever the writer's pace.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::handle::{ReaderMode, Stream};
 use super::layout::{slot_state, unpack_published};
@@ -15,11 +15,6 @@ use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
 use crate::sync::deadline::Deadline;
 use crate::sync::futex;
-
-/// How long a waiting reader spins before it sleeps on the futex: a writer that answers within
-/// this time costs no system call on either side (ping-pong workloads), and an idle reader burns
-/// at most this once per wait.
-const SPIN: Duration = Duration::from_micros(40);
 
 /// A committed frame, pinned while the caller looks at it.
 pub struct FrameRef<'a> {
@@ -179,19 +174,26 @@ impl Stream {
     /// Waits until a frame newer than `after` is committed; returns the newest sequence.
     pub fn wait_for(&self, after: u64, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
         let h = self.header();
-        // Spin only when there is time to wait at all.
+        // Spin (for as long as spinning has been paying on this handle, see sync/spin.rs) only
+        // when there is time to wait at all; a writer that answers within the spin costs no
+        // system call on either side.
         let mut spinning = deadline.slice().is_some();
-        let spin_until = Instant::now() + SPIN;
+        let started = Instant::now();
+        let spin_until = started + self.spin.budget();
         let mut spins = 0u32;
+        let mut waited = false;
         loop {
             let n = h.notify.load(Ordering::SeqCst);
             let (seq, _) = self.published()?;
             if seq > after {
+                if spins > 0 || waited {
+                    self.spin.record(started.elapsed());
+                }
                 return Ok(seq);
             }
             if spinning {
                 spins = spins.wrapping_add(1);
-                if spins % 64 != 0 || Instant::now() < spin_until {
+                if spins % 16 != 0 || Instant::now() < spin_until {
                     std::hint::spin_loop();
                     continue;
                 }
@@ -204,6 +206,7 @@ impl Stream {
             if self.published()?.0 <= after {
                 futex::wait(&h.notify, n, slice);
             }
+            waited = true;
             h.waiters.fetch_sub(1, Ordering::SeqCst);
             if !check() {
                 return Err(Error::Interrupted);

@@ -5,3 +5,4 @@ pub mod atomic;
 pub mod deadline;
 pub mod futex;
 pub mod lock;
+pub mod spin;
