@@ -42,12 +42,7 @@ COLUMNS = [
 
 def label(kind: str, inplace: bool) -> str:
     """The row name of ``kind`` (in place or copying in)."""
-    cls = tp.cls_of(kind)
-    if kind == "framebus-zc":
-        return "framebus loan() in place + wait_view()" if inplace else "framebus loan() + copy-in + wait_view()"
-    if kind == "iceoryx2":
-        return "iceoryx2 loan in place + view" if inplace else "iceoryx2 loan + copy-in + view"
-    return cls.label
+    return tp.label(kind, inplace)
 
 
 @guarded

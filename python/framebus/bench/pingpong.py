@@ -15,7 +15,12 @@ from . import transport as tp
 from .harness import Context, case_label, get, guarded, header, make_frame, start, stop, summarize, thin
 from .records import Column, Metric, Row, SuiteResult, compute_ratios
 
-KINDS = ["framebus", "framebus-view", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2", "limit-futex"]
+#: (transport, in place?): in-place rows render the request in the loaned slot (only its header
+#: words are written), the zero-copy case of a producer that renders or decodes into shared memory.
+VARIANTS: List[Tuple[str, bool]] = [
+    ("framebus", False), ("framebus-view", False), ("framebus-zc", True), ("pyshmem", False), ("pyshmem-notify", False),
+    ("shm-naive", False), ("pyzmq", False), ("iceoryx2", False), ("iceoryx2", True), ("limit-futex", False),
+]
 SIZES: List[Tuple[tuple, str]] = [((64,), "uint8"), ((128, 128), "float32"), ((1080, 1920, 3), "uint8")]
 ACK_SHAPE = (64,)
 #: Seconds a reply may take before the run is declared broken (never a performance bar).
@@ -70,7 +75,7 @@ def _pipe_echo(results: Any, req_path: str, ack_path: str) -> None:
     results.put({"ok": True})
 
 
-def _ping(ctx: Context, kind: str, shape: tuple, dtype: str, warm: int, seconds: float, max_n: int) -> List[float]:
+def _ping(ctx: Context, kind: str, shape: tuple, dtype: str, warm: int, seconds: float, max_n: int, inplace: bool = False) -> List[float]:
     """One measurement: round-trip times (s) of ``kind`` at ``shape`` over ``seconds``."""
     req = tp.Spec(kind, ctx.name("req"), shape, dtype, lossless=True)
     ack = tp.Spec(kind, ctx.name("ack"), ACK_SHAPE, "uint8", lossless=True)
@@ -85,6 +90,7 @@ def _ping(ctx: Context, kind: str, shape: tuple, dtype: str, warm: int, seconds:
         writer, reader = treq.writer(), tack.reader(0)
         writer.connect()
         src = make_frame(shape, dtype)
+        send = writer.send_inplace if inplace else writer.send
         h = header(src)
         h[1] = 0
         times: List[float] = []
@@ -94,7 +100,7 @@ def _ping(ctx: Context, kind: str, shape: tuple, dtype: str, warm: int, seconds:
         while True:
             h[0] = i
             t0 = clock()
-            writer.send(src)
+            send(src)
             a = reader.recv(REPLY_TIMEOUT)
             t1 = clock()
             if a is None:
@@ -203,7 +209,8 @@ def run(ctx: Context) -> SuiteResult:
         "The writer publishes a frame, the echo process reads it and answers with a 64-byte acknowledgement on a second channel of the same transport; the next frame waits for it.",
         columns=COLUMNS,
     )
-    kinds = tp.available(KINDS, lambda line: ctx.note(sid, line))
+    ok = tp.available(sorted({k for k, _ in VARIANTS}, key=tp.ORDER.index), lambda line: ctx.note(sid, line))
+    kinds = [(k, inplace) for k, inplace in VARIANTS if k in ok]
     reps = cfg.pick(3, 1, 1)  # wake-up costs swing with the machine's load: more rounds
     seconds = cfg.pick(0.6, 0.3, 0.0)
     warm = cfg.pick(100, 30, 2)
@@ -213,23 +220,23 @@ def run(ctx: Context) -> SuiteResult:
     cases = [(case_label(cfg.shape(shape), dtype), cfg.shape(shape), dtype) for shape, dtype in cfg.cases(SIZES)]
     for label, shape, dtype in cases:
         for _rep in range(reps):
-            for kind in kinds:
-                cls = tp.cls_of(kind)
+            for kind, inplace in kinds:
+                name = tp.label(kind, inplace)
                 try:
-                    times = _ping(ctx, kind, shape, dtype, warm, seconds, max_n)
+                    times = _ping(ctx, kind, shape, dtype, warm, seconds, max_n, inplace)
                 except Exception as exc:  # noqa: BLE001 - reported, the run goes on
-                    ctx.note(sid, f"{cls.label}: failed at {label} ({exc})")
+                    ctx.note(sid, f"{name}: failed at {label} ({exc})")
                     times = []
-                samples.setdefault((label, kind), []).append(times)
-                ctx.reporter.step(f"{sid} {label} {cls.label}")
+                samples.setdefault((label, name), []).append(times)
+                ctx.reporter.step(f"{sid} {label} {name}")
             samples.setdefault((label, "pipe"), []).append(_pipe_ping(ctx, warm, seconds, max_n))
             ctx.reporter.step(f"{sid} {label} pipe ping-pong")
     for label, _shape, _dtype in cases:
-        for kind in kinds:
-            cls = tp.cls_of(kind)
-            reps_ = [r for r in samples.get((label, kind), []) if r]
+        for kind, inplace in kinds:
+            cls, name = tp.cls_of(kind), tp.label(kind, inplace)
+            reps_ = [r for r in samples.get((label, name), []) if r]
             if reps_:
-                suite.rows.append(_row(label, cls.label, cls.family, cls.role, reps_))
+                suite.rows.append(_row(label, name, cls.family, cls.role, reps_))
         suite.rows.append(_row(label, "limit: pipe ping-pong (1 byte, no payload)", "limit", "limit", samples[(label, "pipe")]))
     compute_ratios(suite)
     suite.notes = ctx.notes.get(sid, [])

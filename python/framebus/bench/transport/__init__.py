@@ -134,6 +134,16 @@ def cls_of(kind: str) -> Type[Transport]:
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
+def label(kind: str, inplace: bool = False) -> str:
+    """The row name of ``kind``; loan transports name whether the frame is copied in or
+    rendered in place (only its header words written into the loaned slot)."""
+    if kind == "framebus-zc":
+        return "framebus loan() in place + wait_view()" if inplace else "framebus loan() + copy-in + wait_view()"
+    if kind == "iceoryx2":
+        return "iceoryx2 loan in place + view" if inplace else "iceoryx2 loan + copy-in + view"
+    return cls_of(kind).label
+
+
 def get(spec: Spec) -> Transport:
     """The transport for ``spec`` (in whichever process calls it)."""
     return cls_of(spec.kind)(spec)
