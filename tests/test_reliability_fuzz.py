@@ -3,8 +3,8 @@ crash (the child must exit normally), never a hang (bounded), always success or 
 framebus/builtin exception. ``FRAMEBUS_FUZZ_CASES`` cases (30 in CI; ``make stress`` runs
 thousands). The Rust half (proptest) is crates/framebus/tests/fuzz_header.rs.
 
-Four kinds of damage crash, hang or raise the wrong exception in the library today; they are left out of the random cases
-and each has its own strict-xfail test below."""
+Kinds of damage that used to crash, hang or raise the wrong exception (hostile dtype strings, a
+garbage published word) also have their own tests below."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_random_damage_gives_clear_errors() -> None:
     assert r["crashes"] == 0 and r["hangs"] == 0
 
 
-# -- damage that crashes or hangs the library today (strict xfail: they pass once fixed) ------------
+# -- damage that used to crash, hang or raise the wrong exception (bugs found by this suite) -------
 
 
 def _known_child(name: str, patch: str, q: Any) -> None:
@@ -122,17 +122,9 @@ def _known_child(name: str, patch: str, q: Any) -> None:
 @pytest.mark.parametrize(
     "patch",
     [
-        pytest.param("object-dtype", marks=pytest.mark.xfail(strict=True, reason=(
-            "BUG: a header whose dtype is '|O' (object) is accepted by open(); read() then returns an object array whose "
-            "'pointers' are the frame bytes and printing or summing it segfaults (FrameSpec::new in framebus-python/src/array.rs "
-            "takes the header's dtype string without checking it is a plain number type)"))),
-        pytest.param("wider-dtype", marks=pytest.mark.xfail(strict=True, reason=(
-            "BUG: a header whose dtype itemsize differs from its recorded itemsize (here '<c16' with itemsize 8) is accepted; "
-            "Python sizes frames from the dtype, so view() exposes memory past the frame (the next slot, or past the end of "
-            "the read-only mapping for the last slot: SIGSEGV) and read() returns uninitialised bytes"))),
-        pytest.param("garbage-dtype", marks=pytest.mark.xfail(strict=True, reason=(
-            "BUG: a header whose dtype text NumPy cannot parse makes open() raise a bare TypeError ('data type ... not "
-            "understood') instead of CorruptStreamError (FrameSpec::new errors are not mapped)"))),
+        pytest.param("object-dtype"),
+        pytest.param("wider-dtype"),
+        pytest.param("garbage-dtype"),
         pytest.param("published"),
     ],
 )

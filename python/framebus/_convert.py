@@ -15,9 +15,14 @@ ShapeLike = Union[int, Sequence[int]]
 #: dtype kinds a stream can hold: bool, signed/unsigned integers, floats, complex.
 _KINDS = "biufc"
 
+#: The most bytes a frame may have (the core's bound, ``isize::MAX / 128``), so also the most
+#: elements a shape may have; every dimension then fits the core's 64-bit integers.
+MAX_FRAME_BYTES = (2**63 - 1) // 128
+
 
 def normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
-    """``shape`` as a tuple of positive ints (1 to 8 dimensions)."""
+    """``shape`` as a tuple of positive ints (1 to 8 dimensions, at most ``MAX_FRAME_BYTES``
+    elements in all)."""
     if isinstance(shape, (bool, np.bool_)):
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
     try:
@@ -31,6 +36,13 @@ def normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
         raise InvalidArgumentError(f"shape must have 1 to 8 dimensions, got {dims}")
     if any(d <= 0 for d in dims):
         raise InvalidArgumentError(f"shape dimensions must be positive, got {dims}")
+    elements = 1
+    for d in dims:
+        elements *= d
+    if elements > MAX_FRAME_BYTES:
+        raise InvalidArgumentError(
+            f"shape {dims} has {elements} elements; a frame may have at most {MAX_FRAME_BYTES} bytes"
+        )
     return dims
 
 

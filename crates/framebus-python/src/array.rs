@@ -53,7 +53,7 @@ impl FrameSpec {
 
     /// Builds the spec from the core's dtype string and shape.
     pub fn new(py: Python<'_>, dtype: &str, shape: &[u64]) -> PyResult<FrameSpec> {
-        let descr = PyArrayDescr::new(py, dtype)?;
+        let descr = number_descr(py, dtype)?;
         let shape: Arc<[usize]> = shape.iter().map(|&d| d as usize).collect();
         let frame_bytes = shape.iter().product::<usize>() * descr.itemsize();
         Ok(FrameSpec {
@@ -167,4 +167,22 @@ impl FrameSpec {
 pub fn data_ptr(arr: &Bound<'_, PyUntypedArray>) -> DataPtr {
     // SAFETY: as_array_ptr returns the live PyArrayObject behind `arr`; `data` is its buffer.
     DataPtr(unsafe { (*arr.as_array_ptr()).fields.data.cast() })
+}
+
+/// The NumPy dtype of a stream's dtype string, or CorruptStreamError (a ValueError) when NumPy
+/// cannot parse it or it is not a plain number type. The core accepts only such strings, so this
+/// is a second line: a bare TypeError, or an array of objects over frame bytes, must never come
+/// out of a damaged header.
+fn number_descr<'py>(py: Python<'py>, dtype: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
+    let refuse = |why: String| -> PyResult<Bound<'py, PyArrayDescr>> {
+        Err(PyErr::from_type(
+            error_class(py, "CorruptStreamError")?,
+            (format!("the stream's header records dtype {dtype:?}, {why}; unlink the stream and create it again"),),
+        ))
+    };
+    match PyArrayDescr::new(py, dtype) {
+        Ok(descr) if !descr.has_object() && b"biufc".contains(&descr.kind()) && !descr.has_fields() && !descr.has_subarray() => Ok(descr),
+        Ok(descr) => refuse(format!("which is {descr}, not a bool, integer, float or complex type")),
+        Err(e) => refuse(format!("which this NumPy cannot parse ({})", e.value(py))),
+    }
 }

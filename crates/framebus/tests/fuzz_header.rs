@@ -321,6 +321,23 @@ fn published_slot_out_of_range_is_corrupt() {
     assert!(matches!(s.read_latest(|_| ()), Err(Error::Corrupt { .. })));
 }
 
+/// A header dtype that is not a plain number type of the recorded itemsize is refused at open as
+/// corruption naming the dtype: an object dtype would give Python readers arrays of "pointers"
+/// made of frame bytes, a wider one arrays reaching past the frame.
+#[test]
+fn hostile_dtypes_are_corrupt() {
+    let spec = StreamSpec::new("<f8", 8, vec![4]);
+    for text in [&b"|O"[..], b"|O8", b"<c16", b"<f4", b"x", b"float64", b"<f8,<f8", b"<M8", b""] {
+        let named = fresh(&spec, 1);
+        apply(&named, &[Damage::Dtype { text: text.to_vec() }]);
+        match Stream::open(&named.name, ReaderMode::Latest) {
+            Err(Error::Corrupt { reason, .. }) => assert!(reason.contains("dtype"), "{reason}"),
+            Err(e) => panic!("dtype {text:?}: {e}"),
+            Ok(_) => panic!("dtype {text:?} was accepted"),
+        }
+    }
+}
+
 /// A segment shorter than a header (its creator died before sizing it) or never marked ready
 /// gives NotReady after the open timeout, not a hang or a crash.
 #[test]

@@ -155,13 +155,21 @@ pub(crate) mod tests {
                 self.0 = -1;
             }
         }
+
+        /// Closes the write end (a reader thread then sees end of file).
+        pub fn close_write(&mut self) {
+            if self.1 >= 0 {
+                // SAFETY: closes the write end this struct owns, once.
+                unsafe { libc::close(self.1) };
+                self.1 = -1;
+            }
+        }
     }
 
     impl Drop for TestPipe {
         fn drop(&mut self) {
             self.close_read();
-            // SAFETY: closes the write end this struct owns.
-            unsafe { libc::close(self.1) };
+            self.close_write();
         }
     }
 

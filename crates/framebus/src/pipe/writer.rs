@@ -410,9 +410,7 @@ mod tests {
         assert_eq!(w.stats().bytes, expect.len() as u64);
         w.close(Deadline::never(), &mut || true).unwrap();
         assert!(!w.is_alive());
-        // SAFETY: closes the write end so the reader sees EOF; TestPipe must not close it again.
-        unsafe { libc::close(p.1) };
-        p.1 = -1;
+        p.close_write();
         let got = r.join().unwrap();
         assert_eq!(got.len(), expect.len());
         assert!(got == expect, "bytes arrive in order and unchanged");
@@ -467,16 +465,14 @@ mod tests {
         let r = reader(p.0);
         w.sync(Deadline::never(), &mut || true).unwrap();
         drop(w);
-        // SAFETY: closes the write end for EOF; TestPipe must not close it again.
-        unsafe { libc::close(p.1) };
-        p.1 = -1;
+        p.close_write();
         assert_eq!(r.join().unwrap().len(), size);
         p.close_read();
     }
 
     #[test]
     fn same_memory_waits_for_its_earlier_write() {
-        let p = TestPipe::new();
+        let mut p = TestPipe::new();
         let w: Writer<Arc<[u8]>> = Writer::spawn(p.1, &Options { pipe_size: Some(0), ..Options::default() }).unwrap();
         let big: Arc<[u8]> = vec![3u8; 1 << 20].into();
         w.try_push(Arc::clone(&big), drop).map_err(|_| "push").unwrap();
@@ -494,8 +490,12 @@ mod tests {
         w.wait_room(big.as_ptr(), big.len(), Deadline::never(), &mut || true).unwrap();
         w.try_push(Arc::clone(&big), drop).map_err(|_| "push").unwrap();
         w.close(Deadline::never(), &mut || true).unwrap();
-        drop(p);
+        // The reader thread is still in read() on the read end: end of file first, then join it,
+        // and only then close the read end (closing it under the thread is a race, and the
+        // descriptor number could be reused by another test meanwhile).
+        p.close_write();
         assert_eq!(r.join().unwrap().len(), 2 << 20);
+        p.close_read();
     }
 
     #[test]

@@ -43,9 +43,7 @@ impl StreamSpec {
         if self.itemsize == 0 {
             return bad("dtype itemsize must be positive".into());
         }
-        if self.dtype.is_empty() || self.dtype.len() >= DTYPE_LEN || !self.dtype.is_ascii() {
-            return bad(format!("dtype descriptor {:?} must be 1 to {} ASCII characters", self.dtype, DTYPE_LEN - 1));
-        }
+        check_dtype(&self.dtype, self.itemsize).map_err(Error::InvalidArgument)?;
         if !(2..=MAX_SLOTS).contains(&self.slots) {
             return bad(format!("slots must be between 2 and {MAX_SLOTS}, got {}", self.slots));
         }
@@ -65,6 +63,43 @@ impl StreamSpec {
     }
 }
 
+/// Byte widths NumPy gives each kind of number: bool, signed and unsigned integers, floats
+/// (`f12`/`c24` are 32-bit x86's long double, `f16`/`c32` other platforms').
+fn widths(kind: u8) -> &'static [u32] {
+    match kind {
+        b'b' => &[1],
+        b'i' | b'u' => &[1, 2, 4, 8],
+        b'f' => &[2, 4, 8, 12, 16],
+        b'c' => &[8, 16, 24, 32],
+        _ => &[],
+    }
+}
+
+/// Checks that `dtype` is a plain NumPy number type string, `[<>|=][biufc]N` (as `dtype.str`
+/// writes it: `<f4`, `|u1`, `|b1`, `>c16`), whose width `N` is `itemsize`. Anything else (objects,
+/// records, strings, text NumPy cannot parse) would make a reader build arrays that are not the
+/// frame bytes, or that reach past them.
+pub fn check_dtype(dtype: &str, itemsize: u32) -> std::result::Result<(), String> {
+    let expected = "a NumPy number type string such as \"<f4\" or \"|u1\" (byte order <, >, | or =, kind b, i, u, f or c, width in bytes)";
+    let width = match dtype.as_bytes() {
+        [order, kind, digits @ ..]
+            if b"<>|=".contains(order) && (1..=2).contains(&digits.len()) && digits[0] != b'0' && digits.iter().all(u8::is_ascii_digit) =>
+        {
+            let n = digits.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0'));
+            if !widths(*kind).contains(&n) {
+                return Err(format!("dtype {dtype:?} is not {expected}"));
+            }
+            n
+        }
+        _ if dtype.len() >= DTYPE_LEN => return Err(format!("dtype {dtype:?} is longer than {} bytes; it must be {expected}", DTYPE_LEN - 1)),
+        _ => return Err(format!("dtype {dtype:?} is not {expected}")),
+    };
+    if width != itemsize {
+        return Err(format!("dtype {dtype:?} has {width}-byte elements but the itemsize is {itemsize}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,8 +117,36 @@ mod tests {
             StreamSpec { max_readers: 0, ..ok.clone() },
             StreamSpec { shape: vec![u64::MAX, 2], ..ok.clone() },
             StreamSpec { dtype: "x".repeat(40), ..ok.clone() },
+            StreamSpec { dtype: "|O".into(), itemsize: 8, ..ok.clone() },
+            StreamSpec { dtype: "<c16".into(), ..ok.clone() },
         ] {
             assert!(matches!(bad.geometry(), Err(Error::InvalidArgument(_))), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn accepts_every_number_type_numpy_writes() {
+        for (dtype, itemsize) in [
+            ("|b1", 1), ("|i1", 1), ("|u1", 1), ("<i2", 2), (">u2", 2), ("<i4", 4), ("=u4", 4), ("<i8", 8),
+            (">u8", 8), ("<f2", 2), ("<f4", 4), (">f4", 4), ("<f8", 8), ("<f16", 16), ("<c8", 8),
+            ("<c16", 16), (">c32", 32), ("<u1", 1),
+        ] {
+            assert_eq!(check_dtype(dtype, itemsize), Ok(()), "{dtype}");
+        }
+    }
+
+    #[test]
+    fn refuses_anything_else() {
+        for (dtype, itemsize) in [
+            ("", 1), ("|O", 8), ("|O8", 8), ("<c16", 8), ("<f4", 8), ("|u1", 2), ("<f3", 3), ("|b2", 2),
+            ("<i16", 16), ("<f04", 4), ("<f+4", 4), ("<f", 4), ("f4", 4), ("float32", 4), ("<U4", 16),
+            ("|S3", 3), ("|V8", 8), ("<M8", 8), ("<m8", 8), ("|u1,|u1", 2), ("!f4", 4), (" <f4", 4),
+            ("<f4 ", 4), ("<f4\0", 4), ("<f\u{e9}", 4), ("<f4294967300", 4),
+        ] {
+            assert!(check_dtype(dtype, itemsize).is_err(), "{dtype:?} with itemsize {itemsize} was accepted");
+        }
+        let long = "x".repeat(40);
+        assert!(check_dtype(&long, 1).unwrap_err().contains("longer than"));
+        assert!(check_dtype("<c16", 8).unwrap_err().contains("itemsize is 8"));
     }
 }
