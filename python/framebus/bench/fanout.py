@@ -167,11 +167,8 @@ def run(ctx: Context) -> SuiteResult:
             case = f"{mode}, {readers} reader{'s' if readers > 1 else ''}"
             name = label(kind, inplace)
             cls = tp.cls_of(kind)
-            try:
-                res = _measure(ctx, kind, inplace, mode == "lossless", readers, shape, seconds, read_timeout)
-            except Exception as exc:  # noqa: BLE001 - reported, the run goes on
-                ctx.note(sid, f"{name}: failed at {case} ({exc})")
-                ctx.reporter.step(f"{sid} {case} {name}")
+            res = ctx.attempt(sid, case, name, lambda: _measure(ctx, kind, inplace, mode == "lossless", readers, shape, seconds, read_timeout))
+            if res is None:
                 continue
             w = res["writer"]
             secs = w["seconds"] or float("nan")

@@ -201,6 +201,16 @@ class Context:
             lst.append(text)
             self.reporter.note(suite, text)
 
+    def attempt(self, suite: str, case: str, variant: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, or None after noting its failure and stepping the progress bar: one failing
+        peer never stops a run."""
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - reported, the run goes on
+            self.note(suite, f"{variant}: failed at {case} ({exc})")
+            self.reporter.step(f"{suite} {case} {variant}")
+            return None
+
     def on_cleanup(self, fn: Callable[[], None]) -> None:
         """Runs ``fn`` when the run ends (even on error)."""
         self._cleanups.append(fn)

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Tuple
 
 from . import transport as tp
 from .harness import Context, case_label, get, guarded, header, make_frame, mp_context, pace, start, stop, summarize, thin
-from .records import Column, Metric, Row, SuiteResult, compute_ratios
+from .records import Column, SuiteResult, compute_ratios, percentile_row
 
 KINDS = ["framebus", "framebus-view", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2", "limit-futex"]
 SIZES: List[Tuple[tuple, str]] = [((128, 128), "float32"), ((1080, 1920, 3), "uint8"), ((2160, 3840, 3), "uint8")]
@@ -113,25 +113,11 @@ def run(ctx: Context) -> SuiteResult:
         case = case_label(shape, dtype)
         for kind in kinds:
             cls = tp.cls_of(kind)
-            try:
-                res = _measure(ctx, kind, shape, dtype, frames, cfg.pick(0.1, 0.1, 0.02))
-            except Exception as exc:  # noqa: BLE001 - reported, the run goes on
-                ctx.note(sid, f"{cls.label}: failed at {case} ({exc})")
-                ctx.reporter.step(f"{sid} {case} {cls.label}")
+            res = ctx.attempt(sid, case, cls.label, lambda: _measure(ctx, kind, shape, dtype, frames, cfg.pick(0.1, 0.1, 0.02)))
+            if res is None:
                 continue
-            st = summarize(res["lat"])
-            suite.rows.append(
-                Row(
-                    case=case,
-                    variant=cls.label,
-                    family=cls.family,
-                    role=cls.role,
-                    primary="lat",
-                    metrics={"lat": Metric(st["p50"], "µs", False, p50=st["p50"], p99=st["p99"], lo=st["min"], hi=st["max"])},
-                    extra={"lost": res["lost"], "sent": frames, "sent_hz": res["sent_hz"]},
-                    samples={"lat": thin(res["lat"])},
-                )
-            )
+            extra = {"lost": res["lost"], "sent": frames, "sent_hz": res["sent_hz"]}
+            suite.rows.append(percentile_row(case, cls, "lat", "µs", summarize(res["lat"]), extra, "lat", thin(res["lat"])))
             ctx.reporter.step(f"{sid} {case} {cls.label}")
     compute_ratios(suite)
     suite.notes = ctx.notes.get(sid, [])

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import transport as tp
 from .harness import Context, case_label, get, guarded, header, make_frame, mp_context, pace, start, stop, summarize, thin
-from .records import Column, Metric, Row, SuiteResult, compute_ratios
+from .records import Column, SuiteResult, compute_ratios, percentile_row
 
 KINDS = ["framebus", "framebus-zc", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2", "limit-futex"]
 #: (shape, paced rate in frames/s)
@@ -237,32 +237,13 @@ def run(ctx: Context) -> SuiteResult:
         burst = cfg.pick(30, 10, 3)
         for kind in kinds:
             cls = tp.cls_of(kind)
-            try:
-                s = _summarize(_measure(ctx, kind, shape, rate, paced, burst), paced)
-            except Exception as exc:  # noqa: BLE001 - reported, the run goes on
-                ctx.note(sid, f"{cls.label}: failed at {case} ({exc})")
-                ctx.reporter.step(f"{sid} {case} {cls.label}")
+            res = ctx.attempt(sid, case, cls.label, lambda: _summarize(_measure(ctx, kind, shape, rate, paced, burst), paced))
+            if res is None:
                 continue
-            hs = summarize(s["hops"])
-            suite.rows.append(
-                Row(
-                    case=case,
-                    variant=cls.label,
-                    family=cls.family,
-                    role=cls.role,
-                    primary="hop",
-                    metrics={"hop": Metric(hs["p50"], "ms/hop", False, p50=hs["p50"], p99=hs["p99"], lo=hs["min"], hi=hs["max"])},
-                    extra={k: s[k] for k in ("hop1", "hop2", "filter", "e2e", "fps", "lost")},
-                    samples={"hop_ms": thin(s["hops"])},
-                )
-            )
-            suite.waterfall.append(
-                {
-                    "case": case,
-                    "variant": cls.label,
-                    "stages": [["hop 1 (source -> filter)", s["hop1"]], ["filter work", s["filter"]], ["hop 2 (filter -> sink)", s["hop2"]]],
-                }
-            )
+            extra = {k: res[k] for k in ("hop1", "hop2", "filter", "e2e", "fps", "lost")}
+            suite.rows.append(percentile_row(case, cls, "hop", "ms/hop", summarize(res["hops"]), extra, "hop_ms", thin(res["hops"])))
+            stages = [["hop 1 (source -> filter)", res["hop1"]], ["filter work", res["filter"]], ["hop 2 (filter -> sink)", res["hop2"]]]
+            suite.waterfall.append({"case": case, "variant": cls.label, "stages": stages})
             ctx.reporter.step(f"{sid} {case} {cls.label}")
     compute_ratios(suite)
     suite.notes = ctx.notes.get(sid, [])

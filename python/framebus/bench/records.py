@@ -52,6 +52,21 @@ class Row:
         return float("nan") if m is None else m.value
 
 
+def percentile_row(case: str, cls: Any, key: str, unit: str, summary: Dict[str, float], extra: Dict[str, Any], sample_key: str, samples: List[float]) -> Row:
+    """A row whose headline is the median of a ``summary`` (see harness.summarize; lower is
+    better), with p50/p99 and the min-max spread; ``cls`` is the transport class."""
+    return Row(
+        case=case,
+        variant=cls.label,
+        family=cls.family,
+        role=cls.role,
+        primary=key,
+        metrics={key: Metric(summary["p50"], unit, False, p50=summary["p50"], p99=summary["p99"], lo=summary["min"], hi=summary["max"])},
+        extra=extra,
+        samples={sample_key: samples},
+    )
+
+
 @dataclass
 class Column:
     """A table column: a metric (``key``) or an ``extra`` field, its header and format."""
