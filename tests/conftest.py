@@ -252,6 +252,21 @@ def private_shm_wrapper(size: str = "64m") -> Optional[List[str]]:
     return ["unshare", "-m", "sh", "-c", script, "sh"]
 
 
+def lock_holder(spawn, name: str) -> "Child":
+    """A child process that has opened stream ``name`` and holds its write lock (until killed
+    or told anything)."""
+    child = spawn(
+        f"""
+        s = framebus.open({name!r})
+        s.acquire()
+        say("locked")
+        hear()
+        """
+    )
+    child.expect("locked")
+    return child
+
+
 @pytest.fixture
 def spawn():
     """``spawn(code, env=None)`` starts a :class:`Child`; all are killed at the end of the test."""

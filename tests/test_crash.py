@@ -17,7 +17,7 @@ import pytest
 import framebus
 from framebus import LockRecoveredWarning
 
-from conftest import private_shm_wrapper
+from conftest import lock_holder, private_shm_wrapper
 
 LONG = 30.0
 
@@ -107,15 +107,7 @@ def test_writer_killed_mid_write_never_exposes_a_torn_frame(name, spawn):
 def test_lock_holder_killed_is_recovered_with_a_warning(name, spawn):
     with framebus.create(name, shape=(4,)) as s:
         s.write(np.ones(4, np.float32), frame_id=1)
-        holder = spawn(
-            f"""
-            s = framebus.open({name!r})
-            s.acquire()
-            say("locked")
-            hear()
-            """
-        )
-        holder.expect("locked")
+        holder = lock_holder(spawn, name)
         assert s.lock_owner == holder.pid
         with pytest.raises(TimeoutError):
             s.acquire(timeout=0.05)
@@ -138,15 +130,7 @@ def test_waiter_in_another_process_takes_over_a_dead_holders_lock(name, spawn):
     """A process blocked in acquire() while the holder is SIGKILLed gets the lock (it is not
     deadlocked) and is told so with LockRecoveredWarning."""
     with framebus.create(name, shape=(4,)) as s:
-        holder = spawn(
-            f"""
-            s = framebus.open({name!r})
-            s.acquire()
-            say("locked")
-            hear()
-            """
-        )
-        holder.expect("locked")
+        holder = lock_holder(spawn, name)
         waiter = spawn(
             f"""
             import warnings
@@ -174,15 +158,7 @@ def test_waiter_in_another_process_takes_over_a_dead_holders_lock(name, spawn):
 
 def test_blocked_acquire_in_this_process_recovers_when_the_holder_is_killed(name, spawn):
     with framebus.create(name, shape=(4,)) as s:
-        holder = spawn(
-            f"""
-            s = framebus.open({name!r})
-            s.acquire()
-            say("locked")
-            hear()
-            """
-        )
-        holder.expect("locked")
+        holder = lock_holder(spawn, name)
         killer = threading.Timer(0.2, lambda: holder.kill())
         killer.start()
         try:
@@ -197,15 +173,7 @@ def test_blocked_acquire_in_this_process_recovers_when_the_holder_is_killed(name
 def test_writer_waiting_for_a_killed_holder_recovers(name, spawn):
     """write() (which takes the lock itself) also recovers from a dead holder."""
     with framebus.create(name, shape=(4,)) as s:
-        holder = spawn(
-            f"""
-            s = framebus.open({name!r})
-            s.acquire()
-            say("locked")
-            hear()
-            """
-        )
-        holder.expect("locked")
+        holder = lock_holder(spawn, name)
         holder.kill()
         with pytest.warns(LockRecoveredWarning):
             s.write(np.ones(4, np.float32), frame_id=1, timeout=LONG)
