@@ -51,6 +51,7 @@ def soak_writer(name: str, shape: tuple, seconds: float, q: Any, seed: int) -> N
                 arr[...] = buf
         else:
             s.write(buf, frame_id=fid, meta=meta, timeout=BOUND)
+    arr = None  # a loaned array keeps the handle's mapping (and descriptor) alive, like a view
     s.close()
     q.put({"role": "writer", "written": fid, "fds_before": fds_before, "fds_after": fd_count()})
 

@@ -12,17 +12,30 @@ use crate::errors::{error_class, CoreError};
 
 type Guard = WriteGuard<Arc<framebus::Stream>>;
 
+/// The base object of every loaned array of one handle: it keeps the handle's mapping (and so
+/// the arrays' memory) alive after the loan ends and after the stream's `close()`. One per
+/// handle, made on its first loan, so a loan's arrays allocate no holder of their own.
+#[pyclass(name = "_Mapping", module = "framebus._native", frozen)]
+pub struct PyMapping {
+    _stream: Arc<framebus::Stream>,
+}
+
+impl PyMapping {
+    /// A holder of `stream`'s mapping.
+    pub fn new(stream: Arc<framebus::Stream>) -> PyMapping {
+        PyMapping { _stream: stream }
+    }
+}
+
 /// A claimed slot with its per-frame values, published by commit() or on a clean `with` exit.
 ///
-/// The loan never holds its arrays (they hold it, as their base), so there is no reference
-/// cycle: a loan dropped unpublished, with its arrays, is discarded at once and the write lock
-/// is freed without waiting for the cycle collector.
+/// The loan and its arrays do not hold each other (the arrays hold only the mapping), so a loan
+/// ends as soon as it is committed, aborted or dropped: a loan dropped unpublished is discarded
+/// at once and frees the write lock, without waiting for the cycle collector.
 #[pyclass(name = "Loan", module = "framebus._native", frozen)]
 pub struct PyLoan {
-    guard: Mutex<Option<Guard>>,
-    /// Held, never read: keeps the mapping alive for arrays that outlive the loan's end (and
-    /// the stream's close()), so they always point at valid memory.
-    _mapping: Arc<framebus::Stream>,
+    /// The claimed slot and the arrays' base, until commit/abort/drop.
+    open: Mutex<Option<(Guard, Py<PyMapping>)>>,
     spec: FrameSpec,
     payload: *mut u8,
     name: Arc<str>,
@@ -32,8 +45,9 @@ pub struct PyLoan {
     seq: u64,
 }
 
-// SAFETY: `payload` is an address inside the mapping `_mapping` keeps alive; it is only turned
-// into an array (under the GIL), never dereferenced here, so moving it between threads is sound.
+// SAFETY: `payload` is an address inside the mapping the guard's stream keeps alive; it is only
+// turned into an array (under the GIL), never dereferenced here, so moving it between threads is
+// sound.
 unsafe impl Send for PyLoan {}
 // SAFETY: as for Send; shared access only reads the address.
 unsafe impl Sync for PyLoan {}
@@ -41,12 +55,12 @@ unsafe impl Sync for PyLoan {}
 impl PyLoan {
     /// Wraps a claimed slot. Allocates nothing but the Python object (and a copy of `meta`).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(name: &Arc<str>, spec: FrameSpec, stream: Arc<framebus::Stream>, guard: Guard, frame_id: Option<i64>, meta: Vec<u8>, timestamp_ns: Option<u64>) -> PyLoan {
-        PyLoan { payload: guard.payload_ptr(), seq: guard.seq(), guard: Mutex::new(Some(guard)), _mapping: stream, spec, name: Arc::clone(name), frame_id, meta, timestamp_ns }
+    pub fn new(name: &Arc<str>, spec: FrameSpec, base: Py<PyMapping>, guard: Guard, frame_id: Option<i64>, meta: Vec<u8>, timestamp_ns: Option<u64>) -> PyLoan {
+        PyLoan { payload: guard.payload_ptr(), seq: guard.seq(), open: Mutex::new(Some((guard, base))), spec, name: Arc::clone(name), frame_id, meta, timestamp_ns }
     }
 
     fn take_guard(&self) -> Option<Guard> {
-        self.guard.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).take().map(|(g, _)| g)
     }
 
     fn finished(&self, py: Python<'_>) -> PyErr {
@@ -61,16 +75,15 @@ impl PyLoan {
 impl PyLoan {
     /// The writable array in shared memory (fill it, then commit). Do not use it after commit.
     #[getter]
-    fn array<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let this = slf.get();
-        if this.guard.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
-            return Err(this.finished(py));
-        }
+    fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let base = match &*self.open.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((_, base)) => base.clone_ref(py),
+            None => return Err(self.finished(py)),
+        };
         // SAFETY: `payload` is the claimed slot's frame bytes (frame_bytes long) inside the
-        // mapping `_mapping` keeps alive; the loan is the array's base, so the mapping outlives
-        // the array. Writes are allowed: the slot is claimed (no reader sees it) until commit.
-        unsafe { this.spec.wrap(py, this.payload, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, Some(slf.clone().into_any().unbind())) }
+        // mapping that `base` keeps alive for as long as the array lives. Writes are allowed:
+        // the slot is claimed (no reader sees it) until commit.
+        unsafe { self.spec.wrap(py, self.payload, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, Some(base.into_any())) }
     }
 
     /// Sequence number the frame gets when committed.
@@ -91,8 +104,8 @@ impl PyLoan {
         drop(self.take_guard());
     }
 
-    fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        Self::array(slf)
+    fn __enter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.array(py)
     }
 
     #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
@@ -106,7 +119,7 @@ impl PyLoan {
     }
 
     fn __repr__(&self) -> String {
-        let open = self.guard.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).is_some();
         format!("<framebus.Loan {:?} seq={} {}>", self.name, self.seq, if open { "open" } else { "finished" })
     }
 }
