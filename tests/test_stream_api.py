@@ -195,6 +195,58 @@ def test_sequence_time_and_frame_id(name):
         w.unlink()
 
 
+def test_explicit_sequence_numbers(name):
+    """write(seq=) and loan(seq=) keep a given number (a bridge keeps its source's this way):
+    it must increase, gaps count as missed, a refused number writes nothing."""
+    with framebus.create(name, shape=(2,), dtype=np.int16) as w, framebus.open(name) as r:
+        w.write(np.array([1, 1], np.int16), seq=100)
+        assert r.write_sequence == 100
+        assert r.read_new_publication(timeout=LONG).count == 100
+        with w.loan(seq=105, frame_id=7) as buf:
+            buf[:] = 5
+        pub = r.read_new_publication(timeout=LONG)
+        assert (pub.count, pub.frame_id, pub.payload.tolist()) == (105, 7, [5, 5])
+        assert r.missed == 4
+        w.write(np.array([6, 6], np.int16))  # no number: the next one
+        assert r.write_sequence == 106
+        for bad, exc in ((106, ValueError), (3, ValueError), (0, ValueError), (-1, ValueError), (2**64, ValueError), (2**56, ValueError), ("7", TypeError), (7.0, TypeError)):
+            with pytest.raises(exc, match="seq"):
+                w.write(np.array([9, 9], np.int16), seq=bad)
+            with pytest.raises(exc, match="seq"):
+                w.loan(seq=bad)
+        assert r.write_sequence == 106 and r.read().tolist() == [6, 6]
+        assert not w.lock_held()
+        w.write(np.array([8, 8], np.int16), seq=2**56 - 1)
+        assert r.write_sequence == 2**56 - 1
+        w.unlink()
+
+
+def test_lossless_reader_follows_explicit_sequence_gaps(name):
+    n = 60
+    with framebus.create(name, shape=(8,), dtype=np.int64, slots=3) as w, framebus.open(name, mode="lossless") as r:
+        errors_ = []
+
+        def writer():
+            try:
+                for k in range(n):
+                    w.write(np.full(8, k, np.int64), frame_id=k, seq=10 + 7 * k, timeout=LONG)
+            except BaseException as exc:  # noqa: BLE001
+                errors_.append(exc)
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            got = [r.read_new_publication(timeout=LONG) for _ in range(n)]
+        finally:
+            t.join(LONG)
+        assert not errors_, errors_
+        assert [p.count for p in got] == [10 + 7 * k for k in range(n)]
+        assert [p.frame_id for p in got] == list(range(n))
+        assert all((p.payload == p.frame_id).all() for p in got)
+        assert r.total_missed == 9 + 6 * (n - 1)
+        w.unlink()
+
+
 def test_metadata_round_trip(name):
     with framebus.create(name, shape=(2,), dtype=np.uint8, meta_capacity=16) as w, framebus.open(name) as r:
         w.write(np.array([1, 2], np.uint8), frame_id=3, meta=b"hello\x00world")

@@ -51,11 +51,14 @@ class Stream:
     def lock_recoveries(self) -> int: ...
     @property
     def lock_owner(self) -> Optional[int]: ...
-    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None) -> None:
+    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> None:
         """Copies ``value`` into the next free slot and publishes it (one copy). ``value`` is
-        checked first (shape, dtype, metadata size): on error nothing is written. Waits (GIL
-        released) while every slot is pinned or unread by a lossless reader; TimeoutError after
-        ``timeout``."""
+        checked first (shape, dtype, metadata size, ``seq``): on error nothing is written. Waits
+        (GIL released) while every slot is pinned or unread by a lossless reader; TimeoutError
+        after ``timeout``. ``timestamp_ns`` replaces the commit time; ``seq`` gives the frame
+        this sequence number instead of the next one (it must be above the newest frame's, else
+        ValueError; readers count the numbers skipped as missed), as a bridge does to keep its
+        source's numbers."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros."""
     def read(self, *, safe: bool = True, out: Optional[np.ndarray] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> np.ndarray:
@@ -76,8 +79,10 @@ class Stream:
         """Zero-copy read-only view of the newest frame, pinned until released."""
     def wait_view(self, timeout: Optional[float] = None) -> "Frame":
         """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
-    def loan(self, timeout: Optional[float] = None, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timestamp_ns: Optional[int] = None) -> "Loan":
-        """A writable array in the next free slot: fill it, then commit (or leave the with block)."""
+    def loan(self, timeout: Optional[float] = None, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> "Loan":
+        """A writable array in the next free slot: fill it, then commit (or leave the with block).
+        No copy. ``frame_id``, ``meta``, ``timestamp_ns`` and ``seq`` (as in write()) are checked
+        now and attached at commit."""
     def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
         """Takes the cross-process write lock (re-entrant per thread)."""
     def release(self) -> None:

@@ -39,10 +39,23 @@ pub struct PyLoan {
     spec: FrameSpec,
     payload: *mut u8,
     name: Arc<str>,
-    frame_id: Option<i64>,
-    meta: Vec<u8>,
-    timestamp_ns: Option<u64>,
+    values: LoanValues,
+    /// The sequence number the frame gets: the explicit one, or the next one.
     seq: u64,
+}
+
+/// The per-frame values given to loan(), attached to the frame at commit.
+pub struct LoanValues {
+    pub frame_id: Option<i64>,
+    pub meta: Vec<u8>,
+    pub timestamp_ns: Option<u64>,
+    pub seq: Option<u64>,
+}
+
+impl LoanValues {
+    pub fn info(&self) -> FrameInfo<'_> {
+        FrameInfo { frame_id: self.frame_id, meta: &self.meta, timestamp_ns: self.timestamp_ns, seq: self.seq }
+    }
 }
 
 // SAFETY: `payload` is an address inside the mapping the guard's stream keeps alive; it is only
@@ -54,9 +67,9 @@ unsafe impl Sync for PyLoan {}
 
 impl PyLoan {
     /// Wraps a claimed slot. Allocates nothing but the Python object (and a copy of `meta`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(name: &Arc<str>, spec: FrameSpec, base: Py<PyMapping>, guard: Guard, frame_id: Option<i64>, meta: Vec<u8>, timestamp_ns: Option<u64>) -> PyLoan {
-        PyLoan { payload: guard.payload_ptr(), seq: guard.seq(), open: Mutex::new(Some((guard, base))), spec, name: Arc::clone(name), frame_id, meta, timestamp_ns }
+    pub fn new(name: &Arc<str>, spec: FrameSpec, base: Py<PyMapping>, guard: Guard, values: LoanValues) -> PyLoan {
+        let seq = values.seq.unwrap_or(guard.seq());
+        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some((guard, base))), spec, name: Arc::clone(name), values }
     }
 
     fn take_guard(&self) -> Option<Guard> {
@@ -95,8 +108,7 @@ impl PyLoan {
     /// Publishes the frame; returns its sequence number.
     fn commit(&self, py: Python<'_>) -> PyResult<u64> {
         let guard = self.take_guard().ok_or_else(|| self.finished(py))?;
-        let info = FrameInfo { frame_id: self.frame_id, meta: &self.meta, timestamp_ns: self.timestamp_ns };
-        Ok(guard.commit(&info).map_err(CoreError)?)
+        Ok(guard.commit(&self.values.info()).map_err(CoreError)?)
     }
 
     /// Discards the frame: readers never see it. Idempotent.

@@ -7,14 +7,14 @@ use std::time::Duration;
 use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, StreamSpec};
 use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::array::{data_ptr, DataPtr, FrameSpec};
 use crate::errors::{error_class, CoreError, SignalCheck};
 use crate::frame::PyFrame;
-use crate::loan::{PyLoan, PyMapping};
+use crate::loan::{LoanValues, PyLoan, PyMapping};
 
 /// Frames at least this large are copied with the GIL released.
 const DETACH_BYTES: usize = 256 * 1024;
@@ -45,6 +45,22 @@ pub fn deadline(py: Python<'_>, timeout: Option<f64>) -> PyResult<Deadline> {
             (format!("timeout must be None or a number of seconds >= 0, got {t}"),),
         )),
         Some(t) => Ok(Duration::try_from_secs_f64(t).map_or(Deadline::never(), |d| Deadline::after(Some(d)))),
+    }
+}
+
+/// An optional int argument from 0 to 2**64-1 (sequence numbers, timestamps): a negative or
+/// too large int is an InvalidArgumentError (a ValueError) naming the argument, rather than the
+/// OverflowError of a plain u64; anything that is not an int is a TypeError naming it.
+pub fn unsigned(py: Python<'_>, what: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    let Some(v) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    match v.extract::<u64>() {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
+            Err(PyErr::from_type(error_class(py, "InvalidArgumentError")?, (format!("{what} must be an int from 0 to 2**64-1, got {v}"),)))
+        }
+        Err(_) => Err(PyTypeError::new_err(format!("{what} must be an int or None, got {}", v.get_type().name()?))),
     }
 }
 
@@ -313,13 +329,16 @@ impl PyStream {
         Ok(self.handle(py)?.lock_holder())
     }
 
-    /// Copies `value` into the next slot and publishes it.
-    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None))]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<u64>) -> PyResult<()> {
+    /// Copies `value` into the next slot and publishes it, with the sequence number `seq` if
+    /// given (it must be above the newest frame's).
+    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         let src = self.spec.source(py, &self.name, value)?;
         let meta = meta_of(py, meta)?;
-        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns };
+        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
         let len = self.spec.frame_bytes;
         s.check_frame(len, &info).map_err(CoreError)?;
         let deadline = deadline(py, timeout)?;
@@ -415,11 +434,13 @@ impl PyStream {
     }
 
     /// A writable array in the next free slot, published on commit / clean `with` exit.
-    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None))]
-    fn loan(&self, py: Python<'_>, timeout: Option<f64>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timestamp_ns: Option<u64>) -> PyResult<Py<PyLoan>> {
+    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None))]
+    fn loan(&self, py: Python<'_>, timeout: Option<f64>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyLoan>> {
+        let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         let meta = meta_of(py, meta)?.as_slice().to_vec();
-        s.check_frame(self.spec.frame_bytes, &FrameInfo { frame_id, meta: &meta, timestamp_ns }).map_err(CoreError)?;
+        let values = LoanValues { frame_id, meta, timestamp_ns, seq };
+        s.check_frame(self.spec.frame_bytes, &values.info()).map_err(CoreError)?;
         let deadline = deadline(py, timeout)?;
         let before = s.lock_recoveries();
         let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
@@ -431,7 +452,7 @@ impl PyStream {
                 None => slot.insert(Py::new(py, PyMapping::new(s))?).clone_ref(py),
             }
         };
-        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), base, guard, frame_id, meta, timestamp_ns))
+        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), base, guard, values))
     }
 
     /// Waits until a frame newer than `after` exists; returns the newest sequence.

@@ -233,7 +233,7 @@ fn fresh(spec: &StreamSpec, frames: u8) -> Named {
     let bytes = spec.frame_bytes().unwrap() as usize;
     for i in 0..frames {
         let meta: &[u8] = if spec.meta_capacity > 0 { b"m" } else { b"" };
-        s.write(&vec![i; bytes], &FrameInfo { frame_id: Some(i64::from(i)), meta, timestamp_ns: None }, Deadline::never(), &mut || true).unwrap();
+        s.write(&vec![i; bytes], &FrameInfo { frame_id: Some(i64::from(i)), meta, timestamp_ns: None, seq: None }, Deadline::never(), &mut || true).unwrap();
     }
     named
 }

@@ -63,7 +63,7 @@ fn spec() -> StreamSpec {
 
 fn write_frame(s: &Stream, id: u64, deadline: Deadline) -> framebus::Result<u64> {
     let (data, sum) = &patterns()[(id % PATTERNS) as usize];
-    s.write(data, &FrameInfo { frame_id: Some(id as i64), meta: sum, timestamp_ns: None }, deadline, &mut || true)
+    s.write(data, &FrameInfo { frame_id: Some(id as i64), meta: sum, timestamp_ns: None, seq: None }, deadline, &mut || true)
 }
 
 fn long() -> Deadline {

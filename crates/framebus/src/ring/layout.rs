@@ -34,6 +34,9 @@ pub const DTYPE_LEN: usize = 32;
 /// Largest metadata capacity per frame.
 pub const MAX_META: u32 = 1 << 20;
 
+/// Largest frame sequence number (`Header::published` keeps the slot in its low 8 bits).
+pub const MAX_SEQ: u64 = (1 << 56) - 1;
+
 /// `SlotDesc::state` bit set while the writer fills the slot.
 pub const WRITING: u64 = 1;
 

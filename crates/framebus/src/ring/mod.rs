@@ -11,4 +11,5 @@ mod writer;
 pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
 pub use reader::{FrameRef, Pinned};
 pub use spec::StreamSpec;
+pub use layout::MAX_SEQ;
 pub use writer::{FrameInfo, WriteGuard};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::handle::{ReaderMode, Stream};
-use super::layout::{slot_state, unpack_published};
+use super::layout::{slot_state, state_seq, unpack_published, WRITING};
 use super::protocol;
 use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
@@ -216,21 +216,16 @@ impl Stream {
 
     /// Waits for the next frame this handle has not seen, pins it and counts it as consumed;
     /// returns (slot, seq). Latest mode: the newest frame (frames skipped are counted, see
-    /// `missed`). Lossless mode: exactly the next frame in sequence, which the writer keeps
-    /// until this handle has consumed it.
+    /// `missed`). Lossless mode: the oldest frame newer than the last one consumed, which the
+    /// writer keeps until this handle has consumed it (usually `seen + 1`; a writer that gives
+    /// explicit sequence numbers may leave gaps, which count as missed).
     fn take_next(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
         let seen = self.seen_seq();
-        let next = match self.mode {
-            ReaderMode::Latest => None,
-            ReaderMode::Lossless => Some(seen + 1),
-        };
         self.wait_for(seen, deadline, check)?;
-        let found = next.and_then(|target| {
-            (0..self.geometry.slot_count)
-                .find(|&i| self.slot(i).state.load(Ordering::SeqCst) == slot_state(target, false))
-                .filter(|&i| self.pin(i, target))
-                .map(|i| (i, target))
-        });
+        let found = match self.mode {
+            ReaderMode::Latest => None,
+            ReaderMode::Lossless => self.oldest_after(seen).filter(|&(i, target)| self.pin(i, target)),
+        };
         // Latest mode, or (never while the protocol holds) a lossless frame that is gone: take
         // the newest frame and count the gap.
         let (slot, seq) = match found {
@@ -253,6 +248,21 @@ impl Stream {
             self.wake_writer();
         }
         Ok((slot, seq))
+    }
+
+    /// The committed frame with the lowest sequence above `seen`: (slot, seq). Frames above a
+    /// lossless reader's consumed sequence are never reclaimed, so this is the next frame in
+    /// order (the scan may see it committed just before `published` names it).
+    fn oldest_after(&self, seen: u64) -> Option<(u32, u64)> {
+        let mut best: Option<(u32, u64)> = None;
+        for i in 0..self.geometry.slot_count {
+            let state = self.slot(i).state.load(Ordering::SeqCst);
+            let seq = state_seq(state);
+            if state & WRITING == 0 && seq > seen && best.is_none_or(|(_, b)| seq < b) {
+                best = Some((i, seq));
+            }
+        }
+        best
     }
 
     /// Waits for the next frame this handle has not seen (see `take_next`) and calls `f` with

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::handle::{now_ns, Stream};
-use super::layout::{published, slot_state, state_seq, unpack_published, WRITING};
+use super::layout::{published, slot_state, state_seq, unpack_published, MAX_SEQ, WRITING};
 use super::protocol;
 use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
@@ -29,6 +29,10 @@ pub struct FrameInfo<'a> {
     pub meta: &'a [u8],
     /// Timestamp in ns since the Unix epoch; None stamps the time of the commit.
     pub timestamp_ns: Option<u64>,
+    /// Sequence number to give the frame; None takes the one after the newest frame's. It must
+    /// be above the newest frame's (a bridge keeps its source's numbers this way); readers
+    /// count the numbers it skips as missed.
+    pub seq: Option<u64>,
 }
 
 /// A claimed slot, filled by the caller and then committed. Dropping it without committing
@@ -240,6 +244,18 @@ impl Stream {
                 self.geometry.meta_capacity
             )));
         }
+        if let Some(seq) = info.seq {
+            let latest = unpack_published(self.header().published.load(Ordering::SeqCst)).0;
+            if seq > MAX_SEQ {
+                return Err(Error::InvalidArgument(format!("sequence number {seq} exceeds the largest a stream keeps, {MAX_SEQ}")));
+            }
+            if seq <= latest {
+                return Err(Error::InvalidArgument(format!(
+                    "sequence number {seq} is not above the newest frame's ({latest}) in stream {:?}: sequence numbers must increase (leave seq out to take the next one)",
+                    self.name
+                )));
+            }
+        }
         Ok(())
     }
 }
@@ -258,7 +274,7 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         self.stream.payload(self.slot)
     }
 
-    /// Sequence number the frame gets when committed.
+    /// Sequence number the frame gets when committed without an explicit one.
     pub fn seq(&self) -> u64 {
         self.seq
     }
@@ -268,10 +284,13 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         self.slot
     }
 
-    /// Publishes the frame with its timestamp, id and metadata; returns its sequence number.
+    /// Publishes the frame with its timestamp, id, metadata and (if given) sequence number;
+    /// returns its sequence number. An invalid `info` discards the frame.
     pub fn commit(mut self, info: &FrameInfo<'_>) -> Result<u64> {
         let s = &*self.stream;
+        // The write lock is held since the claim, so the newest frame checked here stays the newest.
         s.check_frame(s.geometry.frame_bytes as usize, info)?;
+        let seq = info.seq.unwrap_or(self.seq);
         let h = s.header();
         let desc = s.slot(self.slot);
         // SAFETY: metadata lives after the frame bytes inside this claimed slot's stride
@@ -290,8 +309,8 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         desc.frame_id.store(frame_id, Ordering::Relaxed);
         desc.payload_len.store(s.geometry.frame_bytes, Ordering::Relaxed);
         desc.meta_len.store(info.meta.len() as u32, Ordering::Relaxed);
-        protocol::commit(&desc.state, self.seq);
-        h.published.store(published(self.seq, self.slot), Ordering::SeqCst);
+        protocol::commit(&desc.state, seq);
+        h.published.store(published(seq, self.slot), Ordering::SeqCst);
         h.frames_written.fetch_add(1, Ordering::Relaxed);
         h.bytes_written.fetch_add(s.geometry.frame_bytes, Ordering::Relaxed);
         h.notify.fetch_add(1, Ordering::SeqCst);
@@ -300,7 +319,7 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         }
         self.done = true;
         let _ = s.release_as(self.token);
-        Ok(self.seq)
+        Ok(seq)
     }
 }
 
