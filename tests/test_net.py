@@ -121,6 +121,51 @@ def test_frames_and_metadata_are_byte_exact(kind, mode, shape, names, bridges, t
         src.unlink()
 
 
+@pytest.mark.parametrize("mode", ["lossless", "latest"])
+def test_sequence_numbers_cross_the_wire_and_a_replaced_source_continues(mode, names, bridges):
+    shape = (8, 8, 3)
+    src_name, dst_name = names("src"), names("dst")
+    src = framebus.create(src_name, shape=shape, dtype=np.uint8)
+    for i in range(5):
+        write(src, i, shape)
+    pub = net.publish(src_name, "tcp://127.0.0.1:*", mode=mode)
+    bridges(pub)
+    sub = net.subscribe(pub.endpoint, dst_name, timeout=BOUND)
+    bridges(sub)
+    with framebus.open(dst_name, mode="lossless") as dst:
+        if mode == "latest":
+            # The frame that was newest when the subscriber joined arrives with its own number.
+            wait_until(lambda: dst.write_sequence == 5, "the newest source frame to arrive")
+            if dst.last_seq < 5:  # (else it arrived before this handle opened)
+                check(dst.read_new_publication(timeout=BOUND), 4, shape)
+            assert dst.last_seq == 5
+        for i in range(5, 10):
+            write(src, i, shape)
+            got = dst.read_new_publication(timeout=BOUND)
+            check(got, i, shape)
+            assert got.count == src.write_sequence == i + 1
+        # Numbers below the first frame that arrived count as missed; none after it.
+        missed = dst.total_missed
+        assert missed == (5 if mode == "lossless" else missed)
+        # The source is replaced (its numbers start at 1 again): the local stream goes on from
+        # 11, so its readers never see a number go backwards.
+        src.unlink()
+        src.close()
+        src = framebus.create(src_name, shape=shape, dtype=np.uint8)
+        wait_until(lambda: pub.stats.spec_changes >= 1, "the publisher to follow the new source")
+        for i in range(10, 14):
+            write(src, i, shape)
+            got = dst.read_new_publication(timeout=BOUND)
+            check(got, i, shape)
+            assert got.count == i + 1 and src.write_sequence == i - 9
+        assert sub.seq_offset == 10
+        assert dst.total_missed == missed
+    sub.stop()
+    pub.stop()
+    src.unlink()
+    src.close()
+
+
 def test_other_dtypes_and_fallback_paths(names, bridges, monkeypatch):
     """float32 frames, and the copy paths used when views/loans are unavailable."""
     monkeypatch.setattr(_publisher, "USE_VIEWS", False)

@@ -2,11 +2,14 @@
 
 A DEALER socket connects to the publisher's ROUTER and says HELLO with its window; the
 publisher answers WELCOME (mode and spec) and then sends frames, at most ``window`` ahead of
-the ACKs this end sends after each frame is in the local stream. The local stream is created
-from the publisher's spec and re-created when that spec changes. Frames go straight from
-ZeroMQ's receive buffer into a loaned slot (one copy; compressed frames are decompressed into
-the slot). When the publisher goes quiet for ``peer_timeout`` this end keeps saying HELLO
-until a publisher (the same or a restarted one) answers.
+the ACKs this end sends: in lossless mode once the frame is in the local stream, in latest mode
+as soon as it has arrived (so the next frame is already on its way while this one is stored;
+of the frames waiting in ZeroMQ's queue only the newest is stored, the rest count as dropped).
+The local stream is created from the publisher's spec and re-created when that spec changes.
+Frames go straight from ZeroMQ's receive buffer into a loaned slot (one copy; compressed frames
+are decompressed into the slot) and keep the source's sequence number, timestamp, frame_id and
+metadata. When the publisher goes quiet for ``peer_timeout`` this end keeps saying HELLO until a
+publisher (the same or a restarted one) answers.
 """
 
 from __future__ import annotations
@@ -89,6 +92,12 @@ class Subscriber(Bridge):
         self.connected = False
         self.publisher_host = ""
         self._source_id = 0
+        #: Added to the source's sequence numbers when the local stream is already past them (a
+        #: restarted source numbers from 1 again; a kept local stream has frames of an earlier run).
+        self.seq_offset = 0
+        self._offset_key: Any = None
+        #: Latest mode: the newest frame of the batch being received, stored after the batch.
+        self._newest: Optional[Tuple[P.FrameHeader, Any]] = None
         self._heard = 0.0
         self._said = 0.0
         self._hello_at = 0.0
@@ -184,15 +193,22 @@ class Subscriber(Bridge):
         sock = self._sock
         if not sock.poll(max(0, int(timeout * 1000)), zmq.POLLIN):
             return
-        for _ in range(64):
-            try:
-                parts = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            self._heard = time.monotonic()
-            self._handle(parts)
-            if self._stop.is_set() or (until_connected and self.connected):
-                return
+        self._newest = None
+        try:
+            for _ in range(64):
+                try:
+                    parts = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    return
+                self._heard = time.monotonic()
+                self._handle(parts)
+                if self._stop.is_set() or (until_connected and self.connected):
+                    return
+        finally:
+            # Latest mode: of the frames that were waiting, only the newest is stored.
+            newest, self._newest = self._newest, None
+            if newest is not None and not self._stop.is_set():
+                self._accept(*newest)
 
     def _handle(self, parts: Any) -> None:
         first = parts[0].buffer
@@ -207,6 +223,12 @@ class Subscriber(Bridge):
                 raise ProtocolError(f"a frame message from {self.endpoint} has {len(parts)} parts, expected 2")
             if self.connected:
                 self._frame(P.unpack_frame(first), parts[1])
+        elif self._newest is not None:
+            # A control message after frames of a batch: store the newest frame first.
+            newest, self._newest = self._newest, None
+            self._accept(*newest)
+            self._handle(parts)
+            return
         elif kind == P.WELCOME:
             self._welcome(P.unpack_json(first))
         elif kind == P.RESET:
@@ -242,6 +264,16 @@ class Subscriber(Bridge):
             self.duplicates += 1  # sent again after a reconnect, and already written
             self._say(P.pack_ack(h.source_id, h.seq))
             return
+        if self.mode == "latest":
+            # Acknowledged on arrival: the publisher sends the next frame while this one is
+            # stored. A newer frame arriving in the same batch replaces it (see _receive).
+            self._say(P.pack_ack(h.source_id, h.seq))
+            self._newest = (h, payload)
+            return
+        self._accept(h, payload)
+
+    def _accept(self, h: P.FrameHeader, payload: Any) -> None:
+        """Stores one frame in the local stream and does the bookkeeping (lossless: then acks)."""
         self._ensure_stream(h.spec, h.slots, h.meta_capacity)
         s = self._stream
         if h.nbytes != s.size:
@@ -257,21 +289,41 @@ class Subscriber(Bridge):
         self.frames += 1
         self.bytes += h.nbytes
         self.wire_bytes += len(data)
-        self._say(P.pack_ack(h.source_id, h.seq))
+        if self.mode != "latest":
+            self._say(P.pack_ack(h.source_id, h.seq))
+
+    def _local_seq(self, h: P.FrameHeader) -> int:
+        """The sequence number the frame gets here: the source's own, shifted (for the rest of
+        that source's frames) when the local stream is already past it."""
+        s = self._stream
+        key = (h.source_id, id(s))
+        if key != self._offset_key:
+            self._offset_key, self.seq_offset = key, 0
+        seq = h.seq + self.seq_offset
+        newest = s.write_sequence
+        if seq <= newest:
+            self.seq_offset = newest + 1 - h.seq
+            seq = newest + 1
+        return seq
 
     def _store(self, h: P.FrameHeader, data: memoryview) -> bool:
         """Writes one frame into the local stream, waiting (with heartbeats) while local
         lossless readers hold it back. False if stopped meanwhile."""
         s = self._stream
         while not self._stop.is_set():
+            seq = self._local_seq(h)
             try:
-                if USE_LOANS and hasattr(s, "loan"):
-                    loan = s.loan(TICK_S, frame_id=h.frame_id, meta=h.meta, timestamp_ns=h.timestamp_ns)
+                if USE_LOANS:
+                    loan = s.loan(TICK_S, frame_id=h.frame_id, meta=h.meta, timestamp_ns=h.timestamp_ns, seq=seq)
                     with loan as arr:
                         self._fill(arr, h, data)
                 else:
-                    self._write(s, h, data)
+                    self._write(s, h, data, seq)
                 return True
+            except InvalidArgumentError:
+                if s.write_sequence < seq:
+                    raise
+                continue  # another writer of the local stream took that number: take the next
             except StreamTimeoutError:
                 now = time.monotonic()
                 self._heard = now  # we are not reading; do not count that as the publisher's silence
@@ -294,17 +346,14 @@ class Subscriber(Bridge):
         except ValueError as exc:
             raise ProtocolError(f"frame from {self.endpoint}: {exc}") from None
 
-    def _write(self, s: Any, h: P.FrameHeader, data: memoryview) -> None:
-        """Fallback without loans: one copy through write()."""
+    def _write(self, s: Any, h: P.FrameHeader, data: memoryview, seq: int) -> None:
+        """Without loans: one copy through write()."""
         if h.flags & P.F_ZSTD:
             buf = np.empty(s.shape, s.dtype)
             self._decompress(data, buf.reshape(-1).view(np.uint8).data)
         else:
             buf = np.frombuffer(data, s.dtype).reshape(s.shape)
-        try:
-            s.write(buf, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns)
-        except TypeError:  # a framebus whose write() has no timestamp_ns: the local time is kept
-            s.write(buf, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S)
+        s.write(buf, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns, seq=seq)
 
     # -- the local stream --------------------------------------------------------------------
     def _ensure_stream(self, spec: Tuple[str, Tuple[int, ...]], slots: int, meta_capacity: int) -> None:
