@@ -572,7 +572,7 @@ def test_w5_bridge_benchmark_runs(tmp_path):
     bench = os.path.join(os.path.dirname(__file__), "..", "benches", "w5_bridge.py")
     out = tmp_path / "w5.json"
     proc = subprocess.run(
-        [sys.executable, bench, "--shape", "16x16x3", "--seconds", "0.3", "--trials", "1", "--fps", "0", "--json", str(out)],
+        [sys.executable, bench, "--shape", "16x16x3", "--seconds", "0.3", "--trials", "1", "--fps", "0,50", "--json", str(out)],
         capture_output=True, text=True, timeout=BOUND * 4,
     )
     assert proc.returncode == 0, proc.stderr
