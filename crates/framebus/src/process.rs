@@ -1,7 +1,9 @@
 //! Process identity: a pid plus the process start time, so that a recycled pid is never mistaken
 //! for the process that took a lock, a reader entry or created a stream.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 
 /// A process as recorded in shared memory: pid and start time (clock ticks since boot, from
 /// `/proc/<pid>/stat`). `start == 0` means "unknown" and is matched on the pid alone.
@@ -17,11 +19,50 @@ pub struct ProcessId {
 static CACHED_PID: AtomicU64 = AtomicU64::new(0);
 static CACHED_START: AtomicU64 = AtomicU64::new(0);
 
+/// Bumped in the child after every fork(), so identities cached per thread are looked up again
+/// there (the forking thread keeps its thread-locals in the child, with a new pid and tid).
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(1);
+static WATCH_FORKS: Once = Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// (fork generation, pid, tid) of this thread as last looked up.
+    static IDS: Cell<(u64, u32, u32)> = const { Cell::new((0, 0, 0)) };
+}
+
+/// (pid, kernel thread id) of the calling thread. Two system calls the first time on a thread
+/// (and after a fork), none afterwards: every write takes and releases the write lock, whose
+/// owner word holds both, and glibc caches neither (two syscalls per lookup were more than half
+/// the cost of writing a small frame).
+pub fn current_ids() -> (u32, u32) {
+    WATCH_FORKS.call_once(|| {
+        // SAFETY: registers a child handler that only does an atomic add, which is allowed in a
+        // forked child of a multi-threaded process (async-signal-safe); registration itself has
+        // no preconditions. If it failed, ids would be stale only in a forked child that uses
+        // framebus without exec, so the result is checked in debug builds.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        debug_assert_eq!(rc, 0);
+    });
+    let generation = FORK_GENERATION.load(Ordering::Relaxed);
+    IDS.with(|ids| {
+        let (seen, pid, tid) = ids.get();
+        if seen == generation {
+            return (pid, tid);
+        }
+        // SAFETY: getpid and gettid have no preconditions and cannot fail.
+        let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+        ids.set((generation, pid, tid));
+        (pid, tid)
+    })
+}
+
 impl ProcessId {
     /// This process.
     pub fn current() -> ProcessId {
-        // SAFETY: getpid has no preconditions and cannot fail.
-        let pid = unsafe { libc::getpid() } as u32;
+        let pid = current_ids().0;
         if CACHED_PID.load(Ordering::Acquire) == u64::from(pid) {
             return ProcessId { pid, start: CACHED_START.load(Ordering::Acquire) };
         }
@@ -51,8 +92,7 @@ impl ProcessId {
 
 /// The calling thread's kernel thread id.
 pub fn current_tid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() as u32 }
+    current_ids().1
 }
 
 /// Start time (clock ticks after boot) of `pid`, or None if it does not exist.
@@ -93,5 +133,31 @@ mod tests {
         assert!(me.is_alive());
         assert!(!ProcessId { pid: me.pid, start: me.start + 1 }.is_alive());
         assert!(!ProcessId { pid: 0, start: 0 }.is_alive());
+    }
+
+    #[test]
+    fn cached_ids_are_per_thread_and_renewed_after_fork() {
+        let (pid, tid) = current_ids();
+        // SAFETY: plain syscalls with no preconditions.
+        assert_eq!((pid, tid), unsafe { (libc::getpid() as u32, libc::gettid() as u32) });
+        let other = std::thread::spawn(current_ids).join().unwrap();
+        assert_eq!(other.0, pid);
+        assert_ne!(other.1, tid);
+        // SAFETY: the child only calls async-signal-safe functions (getpid, gettid, _exit) and
+        // current_ids, which after fork reads an atomic and a thread-local and makes syscalls.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0);
+        if child == 0 {
+            // SAFETY: plain syscalls with no preconditions.
+            let fresh = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+            let ok = current_ids() == fresh && ProcessId::current().pid != pid;
+            // SAFETY: leaves the child at once, without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above; status is a valid out pointer.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child saw stale ids");
+        assert_eq!(current_ids(), (pid, tid));
     }
 }

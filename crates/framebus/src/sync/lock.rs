@@ -3,7 +3,7 @@
 
 use super::atomic::{AtomicU32, AtomicU64, Ordering};
 use super::futex;
-use crate::process::{current_tid, ProcessId};
+use crate::process::{current_ids, ProcessId};
 
 use super::deadline::Deadline;
 
@@ -41,7 +41,8 @@ pub enum LockError {
 
 /// Identity of the calling thread as stored in the owner word.
 pub fn my_token() -> u64 {
-    (u64::from(current_tid()) << 32) | u64::from(ProcessId::current().pid)
+    let (pid, tid) = current_ids();
+    (u64::from(tid) << 32) | u64::from(pid)
 }
 
 fn token_pid(token: u64) -> u32 {
