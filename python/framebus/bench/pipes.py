@@ -8,7 +8,6 @@ ceiling: FFmpeg reading the same bytes from a file in /dev/shm."""
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import queue
 import shutil
@@ -161,10 +160,7 @@ def feed_framebus(cmd: List[str], frames: List[np.ndarray], n: int) -> None:
     for i in range(n):
         pipe(frames[i & 3], fd)
     framebus.sync(fd)  # type: ignore[attr-defined]
-    try:  # stop the descriptor's writer thread before the descriptor is closed
-        close = importlib.import_module("framebus.pipe").close
-    except (ImportError, AttributeError):
-        close = None
+    close = getattr(framebus, "close", None)  # stop the descriptor's writer before the descriptor is closed
     if callable(close):
         close(fd)
     _finish(p)

@@ -75,6 +75,7 @@ impl Output {
             if id != self.identity {
                 self.identity = id;
                 self.put = 0;
+                self.spliced = 0;
                 self.configure();
             }
         }

@@ -307,9 +307,11 @@ fn work<K: Payload>(shared: &Shared<K>, mut out: Output) {
             shared.changed.notify_all();
             poll = DRAIN_POLL_MIN;
         }
-        let idle = inner.queue.pending() == 0;
+        // Nothing of the stream so far is still in the pipe (the job about to start is the
+        // queue's only unfinished kind): the descriptor may name another file by now.
+        let settled = !inner.queue.has_draining();
         if let Some((addr, len)) = inner.queue.start_next() {
-            if idle {
+            if settled {
                 out.refresh();
             }
             drop(inner);
@@ -496,6 +498,41 @@ mod tests {
         p.close_write();
         assert_eq!(r.join().unwrap().len(), 2 << 20);
         p.close_read();
+    }
+
+    #[test]
+    fn a_reused_descriptor_number_is_configured_afresh() {
+        // A caller that never close()s the writer, closes its pipe and gets the same number
+        // for a new one (subprocess.Popen after Popen): the new pipe must be enlarged and its
+        // stream offsets start again, or vmsplice runs through a 64 KiB pipe.
+        let mut first = TestPipe::new();
+        let fd = first.1;
+        let r = reader(first.0);
+        let w: Writer<Vec<u8>> = Writer::spawn(fd, &Options::default()).unwrap();
+        let grown = super::super::sys::pipe_size(fd).unwrap();
+        w.push(vec![1u8; 3 << 20], Deadline::never(), &mut || true, drop).map_err(|_| "push").unwrap();
+        w.sync(Deadline::never(), &mut || true).unwrap();
+        let mut second = TestPipe::new();
+        // SAFETY: puts the new pipe's write end on the old number, closing the old write end in
+        // the same call (closing it first would let a test on another thread take the number);
+        // the new pipe's own number is closed after and the old number now belongs to `second`.
+        assert_eq!(unsafe { libc::dup2(second.1, fd) }, fd);
+        // SAFETY: closes the new pipe's original number, which nothing else uses.
+        unsafe { libc::close(second.1) };
+        first.1 = -1;
+        second.1 = fd;
+        assert_eq!(r.join().unwrap().len(), 3 << 20);
+        first.close_read();
+        assert!(super::super::sys::pipe_size(fd).unwrap() < grown, "a fresh pipe starts small");
+        let r = reader(second.0);
+        w.push(vec![2u8; 1 << 20], Deadline::never(), &mut || true, drop).map_err(|_| "push").unwrap();
+        w.sync(Deadline::never(), &mut || true).unwrap();
+        assert_eq!(super::super::sys::pipe_size(fd), Some(grown), "the new pipe was enlarged");
+        assert_eq!(w.stats().bytes, 1 << 20, "offsets start again for the new pipe");
+        w.close(Deadline::never(), &mut || true).unwrap();
+        second.close_write();
+        assert_eq!(r.join().unwrap(), vec![2u8; 1 << 20]);
+        second.close_read();
     }
 
     #[test]
