@@ -164,6 +164,31 @@ def test_pipe_is_enlarged_and_stats_are_reported(pipe_fds):
     assert pipe_stats(987_654) is None
 
 
+def test_a_reused_descriptor_number_gets_its_pipe_enlarged_again():
+    """A caller that closes its pipe without framebus.close() and gets the same number for the
+    next one (subprocess.Popen after Popen) must get the new pipe configured afresh."""
+    import fcntl
+
+    payload = np.arange(3 << 20, dtype=np.uint8)
+    sizes = []
+    for _ in range(3):
+        p = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        try:
+            fd = p.stdin.fileno()
+            framebus.pipe(payload, fd)
+            framebus.sync(fd)
+            sizes.append((fd, fcntl.fcntl(fd, 1032), pipe_stats(fd)))  # F_GETPIPE_SZ
+        finally:
+            p.stdin.close()
+            p.wait(30)
+    fds = {fd for fd, _, _ in sizes}
+    for fd, real, stats in sizes:
+        assert real == stats["pipe_size"] > 65536, "the pipe in use was enlarged"
+        assert stats["bytes"] == payload.nbytes, "offsets start again for each new pipe"
+    if len(fds) == 1:
+        framebus.close(fds.pop())
+
+
 def test_broken_pipe_raises_at_next_call_and_interpreter_survives(pipe_fds):
     r, w = pipe_fds
     os.close(r)
