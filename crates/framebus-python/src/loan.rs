@@ -105,10 +105,12 @@ impl PyLoan {
         self.seq
     }
 
-    /// Publishes the frame; returns its sequence number.
-    fn commit(&self, py: Python<'_>) -> PyResult<u64> {
+    /// Publishes the frame (its sequence number is `seq`). Returns None: a returned int would
+    /// be one more allocation per frame, and `seq` is known from the claim on.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
         let guard = self.take_guard().ok_or_else(|| self.finished(py))?;
-        Ok(guard.commit(&self.values.info()).map_err(CoreError)?)
+        guard.commit(&self.values.info()).map_err(CoreError)?;
+        Ok(())
     }
 
     /// Discards the frame: readers never see it. Idempotent.
