@@ -7,8 +7,8 @@ as soon as it has arrived (so the next frame is already on its way while this on
 of the frames waiting in ZeroMQ's queue only the newest is stored, the rest count as dropped).
 The local stream is created from the publisher's spec and re-created when that spec changes.
 Frames go straight from ZeroMQ's receive buffer into a slot (one copy, by write(); compressed
-frames are decompressed into a loaned slot) and keep the source's sequence number, timestamp, frame_id and
-metadata. When the publisher goes quiet for ``peer_timeout`` this end keeps saying HELLO until a
+frames are decompressed into a loaned slot) and keep the source's sequence number, timestamp,
+frame_id and metadata. When the publisher goes quiet for ``peer_timeout`` this end keeps saying HELLO until a
 publisher (the same or a restarted one) answers.
 """
 
@@ -316,7 +316,7 @@ class Subscriber(Bridge):
                 if USE_LOANS and h.flags & P.F_ZSTD:
                     loan = s.loan(TICK_S, frame_id=h.frame_id, meta=h.meta, timestamp_ns=h.timestamp_ns, seq=seq)
                     with loan as arr:
-                        self._fill(arr, h, data)
+                        self._decompress(data, arr.reshape(-1).view(np.uint8).data)
                 else:
                     self._write(s, h, data, seq)
                 return True
@@ -330,13 +330,6 @@ class Subscriber(Bridge):
                 if now - self._said >= self.heartbeat_ivl:
                     self._say(P.prefix(P.HEARTBEAT))
         return False
-
-    def _fill(self, arr: np.ndarray, h: P.FrameHeader, data: memoryview) -> None:
-        dst = arr.reshape(-1).view(np.uint8)
-        if h.flags & P.F_ZSTD:
-            self._decompress(data, dst.data)
-        else:
-            np.copyto(dst, np.frombuffer(data, np.uint8))
 
     def _decompress(self, data: memoryview, out: memoryview) -> None:
         if self._decompressor is None:
