@@ -1,7 +1,9 @@
-"""The hand-written stub of the native module matches the built module (mypy.stubtest)."""
+"""The hand-written stub of the native module matches the built module (mypy.stubtest), and
+the package type-checks against it (mypy, configured in pyproject.toml)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -13,4 +15,11 @@ def test_native_stub_matches_the_module():
     run = subprocess.run(
         [sys.executable, "-m", "mypy.stubtest", "framebus._native"], capture_output=True, text=True, timeout=300
     )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_package_type_checks():
+    pytest.importorskip("mypy")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-m", "mypy"], cwd=root, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr

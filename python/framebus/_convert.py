@@ -25,8 +25,9 @@ def normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
     elements in all)."""
     if isinstance(shape, (bool, np.bool_)):
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    dims: Tuple[int, ...]
     try:
-        dims = (operator.index(shape),)
+        dims = (operator.index(shape),)  # type: ignore[arg-type]
     except TypeError:
         try:
             dims = tuple(operator.index(d) for d in shape)  # type: ignore[union-attr]

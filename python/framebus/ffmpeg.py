@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import threading
 import time
-from typing import Any, Deque, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,7 +34,7 @@ __all__ = ["VideoWriter", "VideoReader", "find_ffmpeg", "PIX_FMTS"]
 
 #: Raw pixel formats a frame can be checked against: name -> (channels or None for planar
 #: layouts, dtype). Planar 4:2:0 formats take frames of shape (height * 3 // 2, width).
-PIX_FMTS = {
+PIX_FMTS: Dict[str, Tuple[Optional[int], Any]] = {
     "rgb24": (3, np.uint8),
     "bgr24": (3, np.uint8),
     "rgba": (4, np.uint8),
@@ -476,11 +476,11 @@ class VideoReader:
             raise InvalidArgumentError(
                 f"out must be a C-contiguous array of shape {self.frame_shape} and dtype {self.frame_dtype}, got {out.shape} {out.dtype}"
             )
-        view = memoryview(out).cast("B")
+        view = memoryview(out).cast("B")  # type: ignore[arg-type]  # ndarray is a buffer
         got = 0
         assert proc.stdout is not None
         while got < self.frame_bytes:
-            n = proc.stdout.readinto(view[got:])
+            n = proc.stdout.readinto(view[got:])  # type: ignore[attr-defined]  # a BufferedReader
             if not n:
                 break
             got += n

@@ -94,7 +94,7 @@ class Stream(_native.Stream):
         ``copy=True`` yields :class:`Publication` copies (into ``out`` if given)."""
         from .errors import StreamClosedError
 
-        frame = None
+        frame: Any = None
         try:
             while True:
                 try:

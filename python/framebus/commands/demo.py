@@ -169,7 +169,7 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
         from rich.table import Table
         from rich.console import Group
     except ImportError:
-        Live = None  # type: ignore[assignment]
+        Live = None  # type: ignore[assignment, misc]
 
     def table(s: Dict[str, Any]) -> Any:
         t = Table(title=title, expand=False)

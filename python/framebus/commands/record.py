@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-C stops cleanly)"
 
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress display")
 
 
-def pix_fmt_for(shape: tuple, dtype: object) -> str:
+def pix_fmt_for(shape: tuple, dtype: Any) -> str:
     """The rawvideo pixel format of frames of ``shape``/``dtype``."""
     import numpy as np
 
