@@ -6,8 +6,9 @@
 
 ``publish`` follows a local stream and sends each frame, zero-copy from its slot (the slot stays
 pinned until ZeroMQ has sent it). ``subscribe`` writes the frames into a local stream it creates
-from the publisher's spec, keeping each frame's timestamp, frame_id and metadata; the source
-sequence number is carried on the wire (``stats.last_seq``). Both run on a background thread and
+from the publisher's spec, keeping each frame's sequence number, timestamp, frame_id and
+metadata (numbers are shifted only when the local stream is already past them, e.g. after the
+source was replaced: ``Subscriber.seq_offset``). Both run on a background thread and
 return an object with ``stop()``, ``join()``, ``stats``, ``error`` that is also a context
 manager; ``framebus bridge publish|subscribe`` runs them from the command line.
 
