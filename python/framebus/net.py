@@ -117,6 +117,7 @@ def subscribe(
     curve_certificate: Any = None,
     curve_server_certificate: Any = None,
     status: bool = True,
+    tune_malloc: bool = True,
 ) -> Subscriber:
     """Connects to the publisher at ``endpoint`` and starts writing its frames into the local
     stream ``local_name``; returns the running :class:`Subscriber`.
@@ -135,7 +136,12 @@ def subscribe(
     answers. ``identity``: how the publisher knows this subscriber across reconnects (default
     ``b"HOST/local_name"``). ``curve_server_certificate``: the publisher's public certificate
     file (turns CURVE on); ``curve_certificate``: this end's secret certificate file (needed when
-    the publisher authenticates subscribers).
+    the publisher authenticates subscribers). ``tune_malloc``: raise glibc's mmap and trim
+    thresholds (process-wide, only ever upwards) so that ZeroMQ's receive buffers for large
+    frames are reused instead of mapped afresh for every frame: at 1080p that saves about 40 %
+    of the receiving side's CPU. It is skipped where the environment already tunes malloc
+    (``GLIBC_TUNABLES``, ``MALLOC_*_``), on other C libraries and for frames above 32 MiB;
+    ``sub.heap_reserved`` says whether it applies.
 
     Raises EndpointError (ValueError) for a malformed endpoint or a host that does not resolve,
     PeerTimeoutError (TimeoutError) when no publisher answers within ``timeout``,
@@ -148,6 +154,7 @@ def subscribe(
         endpoint, local_name, mode=mode, hwm=hwm, shape=shape, dtype=dtype, slots=slots, timeout=timeout,
         heartbeat_ivl=heartbeat_ivl, peer_timeout=peer_timeout, identity=identity, keep=keep,
         curve_certificate=curve_certificate, curve_server_certificate=curve_server_certificate, status=status,
+        tune_malloc=tune_malloc,
     )
     sub._start(timeout)
     return sub

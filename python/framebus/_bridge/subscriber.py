@@ -26,7 +26,7 @@ from .. import stream as _stream
 from .._convert import normalize_dtype, normalize_shape
 from ..errors import InvalidArgumentError, StreamExistsError, StreamTimeoutError
 from ..info import stat as _stat
-from . import codec, protocol as P
+from . import codec, heap, protocol as P
 from .base import SLICE_S, TICK_S, Bridge, positive
 from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchError
 from .sockets import check_endpoint, curve_client, zmq_error
@@ -58,6 +58,7 @@ class Subscriber(Bridge):
         curve_certificate: Any = None,
         curve_server_certificate: Any = None,
         status: bool = True,
+        tune_malloc: bool = True,
     ) -> None:
         if not isinstance(local_name, str):
             raise TypeError(f"local_name must be a str, got {local_name!r}")
@@ -80,6 +81,9 @@ class Subscriber(Bridge):
             raise InvalidArgumentError("curve_certificate needs curve_server_certificate (the publisher's public certificate)")
         self.identity = identity
         self.keep = bool(keep)
+        self.tune_malloc = bool(tune_malloc)
+        #: Whether glibc keeps ZeroMQ's receive buffers for this stream's frames in the heap.
+        self.heap_reserved = False
         super().__init__(local_name, check_endpoint(endpoint, bind=False), mode, status)
         self.requested_mode = mode
         self._curve = (curve_certificate, curve_server_certificate)
@@ -375,6 +379,9 @@ class Subscriber(Bridge):
             self._drop_stream(unlink=True)
             self.spec_changes += 1
         self._stream, self._owned = self._make_stream(shape, dt, self.slots or max(2, slots), meta_capacity)
+        if self.tune_malloc:
+            # Frames in flight (the window) plus the one being stored and the one arriving.
+            self.heap_reserved = heap.reserve(self._stream.size, self.hwm + 2)
         self.state = "running"
 
     def _make_stream(self, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int) -> Tuple[Any, bool]:
