@@ -22,6 +22,12 @@ sender waits for ZeroMQ to release its buffers (tracked sends), and a lossless f
 waits for the remote reader (backpressure), but a latest-mode framebus writer never waits (that
 is the mode's promise), so at full speed it spends a whole core producing frames that are then
 replaced before they are sent; on a 2-core machine that is a core the bridge does not get.
+Two more full-speed rows separate the transport from the producer:
+- "framebus latest" at "pyzmq's rate": the writer offers exactly as many frames per second as
+  the pyzmq sender managed in the same trial (its full-speed row), so both sides spend the same
+  CPU producing frames and the difference is the link;
+- "pyzmq tuned": the pyzmq receiver with the malloc setting the framebus subscriber makes itself
+  (GLIBC_TUNABLES; see framebus/_bridge/heap.py), to show how much of the difference that is.
 """
 
 from __future__ import annotations
@@ -93,6 +99,14 @@ def zmq_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, out
     out.put(("sent", n))
     sock.close(linger=1000)
     ctx.term()
+
+
+def tuned_malloc_env(shape: tuple) -> str:
+    """GLIBC_TUNABLES with the thresholds the framebus subscriber sets for these frames."""
+    from framebus._bridge import heap
+
+    mmap_threshold = min(math.prod(shape) + heap.SLACK, heap.MMAP_THRESHOLD_MAX)
+    return f"glibc.malloc.mmap_threshold={mmap_threshold}:glibc.malloc.trim_threshold={mmap_threshold * (HWM + 3)}"
 
 
 def zmq_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
@@ -176,12 +190,13 @@ def fb_receiver(shape: tuple, port: int, mode: str, stop: Any, out: Any) -> None
 
 
 # -- driver --------------------------------------------------------------------------------------
-def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE) -> Dict[str, Any]:
+def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE, load: str = "") -> Dict[str, Any]:
     ctx = mp.get_context("spawn")
     q_send, q_recv = ctx.Queue(), ctx.Queue()
     go, stop = ctx.Event(), ctx.Event()
     port = _free_port()
-    if system == "pyzmq":
+    zmq_run = system.startswith("pyzmq")
+    if zmq_run:
         sender = ctx.Process(target=zmq_sender, args=(shape, port, seconds, fps, go, q_send))
         receiver = ctx.Process(target=zmq_receiver, args=(shape, port, stop, q_recv))
     else:
@@ -190,11 +205,20 @@ def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE) -> D
         receiver = ctx.Process(target=fb_receiver, args=(shape, port, mode, stop, q_recv))
     sender.start()
     assert q_send.get(timeout=60) == "ready"
-    receiver.start()
+    if system == "pyzmq tuned":
+        saved = dict(os.environ)
+        os.environ["GLIBC_TUNABLES"] = tuned_malloc_env(shape)  # read by the new process's loader
+        try:
+            receiver.start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    else:
+        receiver.start()
     assert q_recv.get(timeout=60) == "ready"
     go.set()
     _, sent = q_send.get(timeout=seconds + 120)
-    pub_dropped = q_send.get(timeout=30)[1] if system != "pyzmq" else None
+    pub_dropped = q_send.get(timeout=30)[1] if not zmq_run else None
     time.sleep(0.5)  # let the last frames arrive
     stop.set()
     _, lat, times, seqs = q_recv.get(timeout=60)
@@ -206,7 +230,8 @@ def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE) -> D
     lat.sort()
     pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
     return {
-        "system": system, "fps_target": fps, "sent": sent, "received": len(times), "fps": fps_got,
+        "system": system, "load": load or (f"paced {fps:g}/s" if fps else "full speed"), "fps_target": fps,
+        "sent": sent, "sent_fps": sent / (WARMUP_S + seconds), "received": len(times), "fps": fps_got,
         "lost": lost, "lost_pct": 100.0 * lost / span if span else 0.0, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
         "publisher_dropped": pub_dropped,
     }
@@ -221,18 +246,29 @@ def main(argv: Any = None) -> int:
     ap.add_argument("--shape", default="1080x1920x3", help="frame shape HxWxC, uint8 (default 1080x1920x3)")
     args = ap.parse_args(argv)
     shape = tuple(int(d) for d in args.shape.split("x"))
-    systems = ["pyzmq", "framebus latest", "framebus lossless"]
+    paced_systems = ["pyzmq", "framebus latest", "framebus lossless"]
+    full_systems = ["pyzmq", "pyzmq tuned", "framebus latest", "framebus lossless"]
     runs: List[Dict[str, Any]] = []
     rates = [0.0] + sorted({float(r) for r in str(args.fps).split(",") if float(r) > 0})
+
+    def record(r: Dict[str, Any], trial: int) -> None:
+        r["trial"] = trial
+        runs.append(r)
+        print(f"  trial {trial} {r['system']:18} {r['load']:>16}: {r['fps']:7.1f} frames/s  lost {r['lost']:5d}  "
+              f"p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms", flush=True)
+
     for trial in range(args.trials):
         for paced in rates:
-            for system in systems:
+            pyzmq_rate = 0.0
+            for system in full_systems if not paced else paced_systems:
                 r = run_once(system, args.seconds, paced, shape)
-                r["trial"] = trial
-                runs.append(r)
-                print(f"  trial {trial} {system:18} {'paced ' + str(paced) if paced else 'full speed':>12}: "
-                      f"{r['fps']:7.1f} frames/s  lost {r['lost']:5d}  p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms", flush=True)
-    _table(runs, systems, args)
+                record(r, trial)
+                if system == "pyzmq" and not paced:
+                    pyzmq_rate = r["sent_fps"]
+            if pyzmq_rate:
+                # The latest-mode writer offering what the pyzmq sender offered in this trial.
+                record(run_once("framebus latest", args.seconds, pyzmq_rate, shape, load="pyzmq's rate"), trial)
+    _table(runs, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": platform.platform(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
@@ -240,19 +276,21 @@ def main(argv: Any = None) -> int:
     return 0
 
 
-def _table(runs: List[Dict[str, Any]], systems: List[str], args: Any) -> None:
+def _table(runs: List[Dict[str, Any]], args: Any) -> None:
     med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
     rows = []
     mb = 1e-6 * math.prod(int(d) for d in args.shape.split("x"))  # MB per frame
-    for paced in sorted({r["fps_target"] for r in runs}):
-        base = med([r["fps"] for r in runs if r["system"] == "pyzmq" and r["fps_target"] == paced])
-        base_p50 = med([r["p50_ms"] for r in runs if r["system"] == "pyzmq" and r["fps_target"] == paced])
-        for s in systems:
-            rs = [r for r in runs if r["system"] == s and r["fps_target"] == paced]
+    loads = sorted({(r["fps_target"] if r["load"] != "pyzmq's rate" else 0.0, r["load"] == "pyzmq's rate", r["load"]) for r in runs})
+    for _, matched, load in loads:
+        ref = [r for r in runs if r["system"] == "pyzmq" and r["load"] == ("full speed" if matched else load)]
+        base, base_p50 = med([r["fps"] for r in ref]), med([r["p50_ms"] for r in ref])
+        for s in dict.fromkeys(r["system"] for r in runs if r["load"] == load):
+            rs = [r for r in runs if r["system"] == s and r["load"] == load]
             fps = med([r["fps"] for r in rs])
             p50 = med([r["p50_ms"] for r in rs])
+            shown = f"{load} ({med([r['fps_target'] for r in rs]):.0f}/s)" if matched else load
             rows.append([
-                s, "full speed" if not paced else f"paced {paced:g}/s", f"{fps:.1f}", f"{fps * mb:.0f}",
+                s, shown, f"{fps:.1f}", f"{fps * mb:.0f}",
                 f"{med([r['lost_pct'] for r in rs]):.1f}", f"{p50:.2f}", f"{med([r['p99_ms'] for r in rs]):.2f}",
                 f"{fps / base:.2f}" if base else "", f"{p50 / base_p50:.2f}" if base_p50 else "",
             ])

@@ -577,6 +577,7 @@ def test_w5_bridge_benchmark_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     runs = json.loads(out.read_text())["runs"]
-    assert {r["system"] for r in runs} == {"pyzmq", "framebus latest", "framebus lossless"}
+    assert {r["system"] for r in runs} == {"pyzmq", "pyzmq tuned", "framebus latest", "framebus lossless"}
+    assert {r["load"] for r in runs} == {"full speed", "pyzmq's rate", "paced 50/s"}
     assert all(r["received"] > 0 for r in runs)
     assert not [n for n in os.listdir("/dev/shm") if n.startswith("framebus.w5net-")]
