@@ -71,7 +71,8 @@ def test_record_encodes_every_frame_of_a_live_stream(name, tmp_path):
     assert abs(int(got[10].mean()) - int(frame(10).mean())) <= 3
 
 
-def test_record_stops_cleanly_on_ctrl_c(name, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_record_stops_cleanly_on_ctrl_c(name, tmp_path, signum):
     out = tmp_path / "int.mp4"
     stream = framebus.create(name, shape=SHAPE, dtype=np.uint8, slots=4)
     try:
@@ -79,7 +80,7 @@ def test_record_stops_cleanly_on_ctrl_c(name, tmp_path):
         wait_attached(stream, 2, proc)
         for i in range(10):
             stream.write(frame(i), timeout=30)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 0, stderr
         assert "stopped by Ctrl-C" in stderr

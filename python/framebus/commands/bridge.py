@@ -4,10 +4,11 @@ local stream, showing the link's state and rates until Ctrl-C / SIGTERM."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 from typing import Any
+
+from ._signals import stop_on_signals
 
 HELP = "bridge streams across machines over ZeroMQ: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import FramebusError
 
     stop = threading.Event()
-    _on_signals(stop)
+    stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
     common = dict(hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout)
     try:
         if args.action == "publish":
@@ -95,19 +96,6 @@ def run(args: argparse.Namespace) -> int:
     s = bridge.stats
     print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped, {s.reconnects} reconnects", flush=True)
     return 0
-
-
-def _on_signals(stop: threading.Event) -> None:
-    """The first Ctrl-C / SIGTERM asks for a clean stop (BYE to the other end, local stream
-    removed); a second one quits at once."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _row(s: Any) -> list:

@@ -1,13 +1,17 @@
 """``framebus record NAME OUT.mp4``: a lossless subscriber of a live stream that encodes every
 frame with FFmpeg until the stream stops (no frame for --idle seconds), --frames or --seconds
-are reached, or Ctrl-C, which stops cleanly: the file is finalised and playable."""
+are reached, or Ctrl-C / SIGTERM, which stops cleanly between two frames: the file is finalised,
+playable and holds exactly the frames reported (a second signal stops at once)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from typing import Any
+
+from ._signals import stop_on_signals
 
 HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-C stops cleanly)"
 
@@ -59,11 +63,15 @@ def run(args: argparse.Namespace) -> int:
         display = _Display(args, f"recording {args.name!r} -> {args.out}")
         frames = 0
         start = time.perf_counter()
+        # Ctrl-C is checked between frames, so a frame is either handed to FFmpeg and counted
+        # or not taken at all (a KeyboardInterrupt could fall between the two).
+        stop = threading.Event()
+        stop_on_signals(stop)
         interrupted = False
         try:
             try:
                 last_frame = time.perf_counter()
-                while True:
+                while not stop.is_set():
                     if args.frames and frames >= args.frames:
                         break
                     if args.seconds and time.perf_counter() - start >= args.seconds:
@@ -80,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
                     writer.write(frame)
                     frames += 1
                     display.update(frames, stream.total_missed)
-            except KeyboardInterrupt:
-                interrupted = True
+            except KeyboardInterrupt:  # a second Ctrl-C: stop at once, still finish the file
+                pass
+            interrupted = stop.is_set()
             display.message("finishing the file..." if frames else "no frames recorded")
             writer.close()
         except BaseException:
