@@ -73,7 +73,7 @@ def run_child(tune: bool, env: dict = None) -> dict:
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
 def test_received_frames_reuse_heap_pages():
-    """With the subscriber's default, batches of 1080p frames do not map receive buffers afresh
+    """With the subscriber's default, batches of 1080p frames do not fault receive buffers in again
     (half a frame's 1519 pages of faults or more): ZeroMQ's buffers come back from the heap.
     Two such batches of 16 are allowed for the heap reaching a new high-water mark once. Without
     the setting, glibc trims the heap as buffers are freed: up to 13 of 16 batches re-fault."""

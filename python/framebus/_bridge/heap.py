@@ -1,11 +1,13 @@
 """Keeps ZeroMQ's receive buffers for large frames in glibc's heap instead of fresh mappings.
 
-libzmq allocates every large incoming message with ``malloc``. glibc serves an allocation at
-or above its mmap threshold with a fresh ``mmap`` and unmaps it on ``free``. The dynamic
-threshold only rises to the size of the largest block freed so far, and a request of exactly
-that size still gets mapped. A stream of equal-sized frames therefore pays a page fault (and
-the kernel zeroing a page) for every 4 KiB of every frame it receives. At 1080p RGB that is
-about 40 % of the receiving side's CPU time on the test VM (docs/bridges.md).
+libzmq allocates every large incoming message with ``malloc``. glibc's dynamic thresholds
+follow the largest block freed so far: after the first frame the mmap threshold is about one
+frame and the trim threshold twice that. With several frames in flight the heap grows past
+the trim threshold, so freeing the buffers gives their pages back to the kernel, and the next
+frames fault them in again: a page fault (and the kernel zeroing a page) for each 4 KiB of many
+received frames. The pyzmq receiver in benches/w5_bridge.py takes about 460 faults per 1080p
+frame (of 1519 pages), which costs about 40 % of the receiving side's CPU on the test VM
+(docs/bridges.md).
 
 ``reserve(nbytes, count)`` raises glibc's mmap threshold just above ``nbytes``, and its trim
 threshold above ``count`` such buffers. A freed receive buffer then goes back to the heap,
