@@ -127,6 +127,34 @@ def test_play_decodes_a_video_into_a_stream(name, tmp_path):
         stream.unlink()
 
 
+def test_play_stopped_by_a_signal_reports_exactly_the_frames_written(name, tmp_path):
+    """Ctrl-C in the middle of a looping, real-time play: it stops after the frame being written
+    and reports the stream's own count of frames."""
+    clip = tmp_path / "clip.mp4"
+    make_clip(clip, 15, fps=60)
+    proc = cli("play", str(clip), name, "--loop", "--keep", "--quiet")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "play wrote no frame within 60 s"
+            try:
+                with framebus.open(name) as s:
+                    if s.write_sequence >= 20:  # into the second pass of the loop
+                        break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    with framebus.open(name) as s:
+        written = s.write_sequence
+    assert f"played {written} frames" in stderr, (written, stderr)
+
+
 def test_play_creates_the_stream_and_removes_it_after(name, tmp_path):
     clip = tmp_path / "clip.mp4"
     make_clip(clip, 5)

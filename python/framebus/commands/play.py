@@ -1,12 +1,16 @@
 """``framebus play FILE NAME``: decode a video into the stream NAME (created with the video's
 frame shape, or reused when it exists with that shape), paced at the video's frame rate or as
-fast as possible with --fast (lossless readers still hold the writer back)."""
+fast as possible with --fast (lossless readers still hold the writer back). Ctrl-C / SIGTERM
+stops after the frame being written, and the report counts exactly the frames written."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
+
+from ._signals import stop_on_signals
 
 HELP = "decode a video file into a stream, at its frame rate or as fast as possible (--fast)"
 
@@ -46,17 +50,31 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         stream = framebus.create(args.name, shape=reader.frame_shape, dtype=reader.frame_dtype, slots=args.slots)
         created = True
-    total = 0
+    total = 0  # frames of the passes already finished
+    current = 0  # frames written by the pass under way
     start = time.perf_counter()
     show = _Show(args, reader)
+    stop = threading.Event()
+    stop_on_signals(stop)
+
+    def on_frame(n: int) -> None:
+        nonlocal current
+        current = n
+        show.update(total + n)
+        if stop.is_set():
+            raise _Stopped  # after the frame was written and counted
+
     try:
-        while True:
+        while not stop.is_set():
+            current = 0
             with reader:
-                total += reader.into_stream(stream, realtime=not args.fast, on_frame=lambda n: show.update(total + n))
+                total += reader.into_stream(stream, realtime=not args.fast, on_frame=on_frame)
+            current = 0
             if not args.loop:
                 break
             reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)
-    except KeyboardInterrupt:
+    except (_Stopped, KeyboardInterrupt):  # KeyboardInterrupt: a second signal
+        total += current
         reader.close()
     finally:
         show.close(total)
@@ -67,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print(f"played {total} frames in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.1f} frames/s) into {args.name!r}", file=sys.stderr)
     return 0
+
+
+class _Stopped(Exception):
+    """Ends a pass of VideoReader.into_stream from its on_frame callback."""
 
 
 class _Show:
