@@ -193,7 +193,7 @@ impl Drop for PyLoan {
     fn drop(&mut self) {
         // A loan dropped unpublished is discarded now; if its array outlives it, the slot
         // stays pinned for the array (an object being deallocated runs with the GIL held).
-        if self.open.get_mut().map_or(false, |g| g.is_some()) {
+        if self.open.get_mut().is_ok_and(|g| g.is_some()) {
             Python::attach(|py| {
                 let _ = self.end(py, End::Abort);
             });
