@@ -87,6 +87,14 @@ class Stream:
         now and attached at commit. LoanOpenError if this thread already has an open loan on
         the stream; SequenceExhaustedError when the sequence numbers are used up; TimeoutError
         (StreamTimeoutError) when no slot frees up within ``timeout``."""
+    def end(self) -> None:
+        """Ends the stream (end of file): readers blocked in read_new/wait_view/wait wake at
+        once; a lossless reader first gets every frame it has not read, then each raises
+        StreamEndedError (a StreamClosedError and EOFError; ``frames()`` and ``async for`` just
+        stop). A later write clears the end (a restarted producer)."""
+    @property
+    def ended(self) -> bool:
+        """Whether the writer ended the stream (and has not written since)."""
     def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
         """Takes the cross-process write lock (re-entrant per thread)."""
     def release(self) -> None:

@@ -48,11 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import framebus
     from framebus.ffmpeg import VideoWriter
 
-    try:
-        stream = framebus.open(args.name, mode="lossless")
-    except FileNotFoundError as exc:
-        print(f"framebus record: {exc}", file=sys.stderr)
-        return 2
+    stream = framebus.open(args.name, mode="lossless")  # a missing stream: exit 1 (cli.py)
     try:
         shape = tuple(stream.shape)
         pix_fmt = args.pix_fmt or pix_fmt_for(shape, stream.dtype)
