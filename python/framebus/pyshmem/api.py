@@ -105,10 +105,14 @@ def create(
     cpu_mirror: Optional[bool] = None,
     auto_unlink: bool = False,
     notify: bool = False,
+    slots: int = 4,
 ) -> SharedMemory:
     """Creates the stream ``name`` (a framebus stream: ``framebus ls`` lists it) and returns a
     handle that writes and reads. ``notify`` is accepted and always in effect (readers park
     on a futex). ``auto_unlink=True`` makes leaving a ``with`` block unlink the stream.
+    ``slots`` (a framebus addition) is the ring's frame count: each ``write_view`` array kept
+    alive after its block holds one, so give several writers that keep theirs more slots
+    than writers plus one.
 
     Raises FileExistsError (StreamExistsError) when the name is taken, ValueError for a bad
     name, shape, dtype or size, RuntimeError for ``gpu_device`` while GPU streams are
@@ -125,7 +129,7 @@ def create(
     device = _gpu_device(gpu_device)
     extra: Dict[str, Any] = {} if device is None else {"gpu_device": device, "cpu_mirror": bool(cpu_mirror)}
     try:
-        s = _fb.create(name, shape=dims, dtype=dt, **extra)
+        s = _fb.create(name, shape=dims, dtype=dt, slots=slots, **extra)
     except StreamExistsError:
         raise _err.exists(name) from None
     shm = _wrap(s, owner=True, readonly=False)
