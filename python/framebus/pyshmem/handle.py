@@ -78,6 +78,11 @@ class SharedMemory:
 
     def __init__(self, stream: _fb.Stream, *, owner: bool, readonly: bool, creator_pid: int, instance_id: str) -> None:
         self._s = stream
+        # The native calls of the hot paths, bound once.
+        self._native_write = stream.write
+        self._read_info = stream._read_info
+        self._native_read = stream.read
+        self._native_wait_after = stream.wait_after
         self.name: str = stream.name
         self.shape: Tuple[int, ...] = tuple(stream.shape)
         self.dtype: np.dtype = np.dtype(stream.dtype)
@@ -86,9 +91,6 @@ class SharedMemory:
         self.readonly = bool(readonly)
         self._creator_pid = int(creator_pid)
         self._instance_id = instance_id
-        self._last_seen_count = int(stream.write_sequence)
-        self._last_missed = 0
-        self._total_missed = 0
         self._closed = False
         self._auto_unlink = False
         # Lock levels taken through this handle and by which thread (close() must know).
@@ -103,15 +105,6 @@ class SharedMemory:
     def _ensure_writable(self, operation: str) -> None:
         if self.readonly:
             raise _err.read_only(self.name, operation)
-
-    def _record(self, count: int) -> int:
-        missed = count - self._last_seen_count - 1
-        if missed < 0:
-            missed = 0
-        self._last_missed = missed
-        self._total_missed += missed
-        self._last_seen_count = count
-        return missed
 
     # -- identity and metadata -----------------------------------------------------------------
     @property
@@ -138,20 +131,26 @@ class SharedMemory:
     @property
     def last_read_count(self) -> int:
         """The count of the frame returned by this handle's last read."""
-        self._ensure_open("read last_read_count from")
-        return self._last_seen_count
+        try:
+            return self._s.last_seq
+        except StreamClosedError:
+            raise _err.closed(self.name, "read last_read_count from") from None
 
     @property
     def missed_writes(self) -> int:
         """Writes skipped between this handle's last two reads."""
-        self._ensure_open("read missed_writes from")
-        return self._last_missed
+        try:
+            return self._s.missed
+        except StreamClosedError:
+            raise _err.closed(self.name, "read missed_writes from") from None
 
     @property
     def total_missed_writes(self) -> int:
         """All writes this handle skipped since it was opened."""
-        self._ensure_open("read total_missed_writes from")
-        return self._total_missed
+        try:
+            return self._s.total_missed
+        except StreamClosedError:
+            raise _err.closed(self.name, "read total_missed_writes from") from None
 
     @property
     def write_time(self) -> float:
@@ -298,32 +297,33 @@ class SharedMemory:
             self.close()
 
     # -- writes ------------------------------------------------------------------------------
-    def _write(self, value: Any, frame_id: Optional[int]) -> None:
-        fid = _frame_id_out(frame_id)
+    def write(self, value: Any, *, frame_id: Optional[int] = None) -> None:
+        """Copies ``value`` (converted to the stream's dtype) in as the next frame. ``frame_id``
+        stamps a uint64 token on it; omitted, the stream's token stays as it was. Raises
+        ValueError for another shape, PermissionError on a read-only handle, RuntimeError on a
+        closed one."""
         try:
-            self._s.write(value, frame_id=fid)
+            if frame_id is None:
+                self._native_write(value)
+            else:
+                self._native_write(value, frame_id=_frame_id_out(frame_id))
+        except StreamClosedError:
+            raise _err.closed(self.name, "write to") from None
+        except PermissionError:
+            raise _err.read_only(self.name, "write to") from None
         except (TypeError, InvalidArgumentError):
-            # pyshmem converts with np.asarray(value, dtype); framebus refuses another dtype.
+            # pyshmem converts with np.asarray(value, dtype); framebus refuses what it cannot take as is.
             array = np.asarray(value, dtype=self.dtype)
             if array.shape != self.shape:
                 raise ValueError(f"expected shape {self.shape}, got {array.shape}") from None
-            self._s.write(array, frame_id=fid)
-
-    def write(self, value: Any, *, frame_id: Optional[int] = None) -> None:
-        """Copies ``value`` (converted to the stream's dtype) in as the next frame. ``frame_id``
-        stamps a uint64 token on it; omitted, the stream's token stays as it was."""
-        if self._closed:
-            raise _err.closed(self.name, "write to")
-        if self.readonly:
-            raise _err.read_only(self.name, "write to")
-        self._write(value, frame_id)
+            self._native_write(array, frame_id=_frame_id_out(frame_id))
 
     def write_locked(self, value: Any, *, frame_id: Optional[int] = None) -> None:
         """:meth:`write` for a caller that holds the lock (RuntimeError otherwise)."""
         self._ensure_open("write to")
         self._ensure_writable("write to")
         self._require_lock("write_locked()")
-        self._write(value, frame_id)
+        self.write(value, frame_id=frame_id)
 
     def write_view(self, *, timeout: Optional[float] = None, frame_id: Optional[int] = None) -> WriteView:
         """Context manager yielding a writable array in the next free slot (zero-copy), holding
@@ -360,18 +360,14 @@ class SharedMemory:
         ``safe=False`` (lock held) returns a read-only zero-copy view of it instead."""
         if safe:
             try:
-                arr, seq, _ts, _fid, _meta = self._s._read_info(out=out)
+                return self._native_read(out=out)
             except StreamClosedError:
                 raise _err.closed(self.name, "read from") from None
-            self._record(seq)
-            return arr
         self._ensure_open("read from")
         self._ensure_writable("take an unsafe shared view from")
         if out is not None:
             raise ValueError("out is supported only for safe CPU reads; pass a NumPy destination buffer to a CPU-backed handle")
-        frame = self._unsafe_view("take an unsafe shared view from")
-        self._record(frame.seq)
-        return frame.array
+        return self._unsafe_view("take an unsafe shared view from").array
 
     def read_publication(self, *, safe: bool = True, poll_interval: float = 1e-6, out: Optional[np.ndarray] = None, timeout: Optional[float] = None) -> Publication:
         """The newest frame with its count, frame_id and write_time, read as one snapshot."""
@@ -381,23 +377,23 @@ class SharedMemory:
             if out is not None:
                 raise ValueError("out is supported only for safe CPU publication reads; pass a NumPy destination buffer to a CPU-backed handle")
             frame = self._unsafe_view("take an unsafe publication view from")
-            missed = self._record(frame.seq)
-            return Publication(frame.array, frame.seq, _frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, missed)
+            return Publication(frame.array, frame.seq, _frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, self._s.missed)
         try:
             arr, seq, ts, fid, _meta = self._s._read_info(out=out)
         except StreamClosedError:
             raise _err.closed(self.name, "read a publication from") from None
-        missed = self._record(seq)
-        return Publication(arr, seq, _frame_id_in(fid), ts / 1e9, missed)
+        return Publication(arr, seq, _frame_id_in(fid), ts / 1e9, self._s.missed)
 
     def _wait_after(self, baseline: int, timeout: Optional[float], edge: bool) -> int:
+        """The native level-triggered wait with pyshmem's errors. Callers check the handle is
+        open first, so a StreamClosedError here means it was closed while waiting."""
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be non-negative")
         try:
-            return self._s.wait_after(baseline, timeout=timeout)
+            return self._native_wait_after(baseline, timeout=timeout)
         except StreamTimeoutError:
             raise (_err.no_new_write(self.name) if edge else _err.count_not_passed(self.name, baseline)) from None
-        except StreamClosedError:  # the callers checked the handle was open: closed while waiting
+        except StreamClosedError:
             raise _err.closed_while_waiting(self.name) from None
 
     def read_new(self, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> np.ndarray:
@@ -425,11 +421,24 @@ class SharedMemory:
         return self._wait_after(_non_negative_int(after), timeout, False)
 
     def read_after(self, after: int, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> np.ndarray:
-        """Waits until the count exceeds ``after`` (level-triggered), then reads the newest frame."""
+        """Waits until the count exceeds ``after`` (level-triggered), then reads the newest frame.
+        (The wait and the read are spelled out here: this is the lock-step hot path.)"""
         if self._closed:
             raise _err.closed(self.name, "read from")
-        self._wait_after(_non_negative_int(after), timeout, False)
-        return self.read(safe=safe, out=out)
+        if type(after) is not int or after < 0:
+            after = _non_negative_int(after)
+        if timeout is not None and timeout < 0:
+            raise ValueError("timeout must be non-negative")
+        try:
+            if self._s.write_sequence <= after:  # else the level is already passed: no wait call
+                self._native_wait_after(after, timeout=timeout)
+            if safe:
+                return self._native_read(out=out)
+        except StreamTimeoutError:
+            raise _err.count_not_passed(self.name, after) from None
+        except StreamClosedError:
+            raise _err.closed_while_waiting(self.name) from None
+        return self.read(safe=False, out=out)
 
     def read_after_publication(self, after: int, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> Publication:
         """:meth:`read_after` returning a :class:`Publication`."""
