@@ -64,6 +64,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _native_property(attr: str, operation: str, doc: str) -> Any:
+    """A read-only property passing the native handle's ``attr`` through, with pyshmem's error
+    on a closed handle."""
+
+    def get(self: "SharedMemory") -> Any:
+        try:
+            return getattr(self._s, attr)
+        except StreamClosedError:
+            raise _err.closed(self.name, operation) from None
+
+    return property(get, doc=doc)
+
+
 class SharedMemory:
     """A named shared-memory stream (pyshmem's handle) over a framebus stream.
 
@@ -120,45 +133,11 @@ class SharedMemory:
     def __repr__(self) -> str:
         return f"SharedMemory(name={self.name!r}, shape={self.shape!r}, dtype={str(self.dtype)!r}, gpu_device={self.gpu_device!r})"
 
-    @property
-    def count(self) -> int:
-        """Number of completed writes on the stream."""
-        try:
-            return self._s.write_sequence
-        except StreamClosedError:
-            raise _err.closed(self.name, "read count from") from None
-
-    @property
-    def last_read_count(self) -> int:
-        """The count of the frame returned by this handle's last read."""
-        try:
-            return self._s.last_seq
-        except StreamClosedError:
-            raise _err.closed(self.name, "read last_read_count from") from None
-
-    @property
-    def missed_writes(self) -> int:
-        """Writes skipped between this handle's last two reads."""
-        try:
-            return self._s.missed
-        except StreamClosedError:
-            raise _err.closed(self.name, "read missed_writes from") from None
-
-    @property
-    def total_missed_writes(self) -> int:
-        """All writes this handle skipped since it was opened."""
-        try:
-            return self._s.total_missed
-        except StreamClosedError:
-            raise _err.closed(self.name, "read total_missed_writes from") from None
-
-    @property
-    def write_time(self) -> float:
-        """UNIX time of the newest completed write (0.0 before the first)."""
-        try:
-            return self._s.write_time
-        except StreamClosedError:
-            raise _err.closed(self.name, "read write_time from") from None
+    count = _native_property("write_sequence", "read count from", "Number of completed writes on the stream.")
+    last_read_count = _native_property("last_seq", "read last_read_count from", "The count of the frame returned by this handle's last read.")
+    missed_writes = _native_property("missed", "read missed_writes from", "Writes skipped between this handle's last two reads.")
+    total_missed_writes = _native_property("total_missed", "read total_missed_writes from", "All writes this handle skipped since it was opened.")
+    write_time = _native_property("write_time", "read write_time from", "UNIX time of the newest completed write (0.0 before the first).")
 
     @property
     def write_sequence(self) -> int:
