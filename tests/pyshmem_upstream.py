@@ -53,7 +53,7 @@ def sdist() -> Path:
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", "--no-build-isolation", f"pyshmem=={VERSION}", "-d", str(target.parent)]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--timeout", "15", "--retries", "1", "--no-binary", ":all:", "--no-deps", f"pyshmem=={VERSION}", "-d", str(target.parent)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
