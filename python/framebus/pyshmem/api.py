@@ -92,7 +92,12 @@ def _wrap(stream: _fb.Stream, *, owner: bool, readonly: bool) -> SharedMemory:
         pid, instance = _generation(stream.name)
     except OSError:  # unlinked between open and now: the handle still works
         pid, instance = (os.getpid() if owner else 0), None
-    return SharedMemory(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
+    shm = SharedMemory(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
+    device = getattr(stream, "device", None)  # framebus GPU streams name their CUDA device
+    if isinstance(device, str) and device.startswith("cuda"):
+        shm.gpu_device, shm.gpu_enabled = device, True
+        shm.cpu_mirror = bool(getattr(stream, "cpu_mirror", False))
+    return shm
 
 
 def create(
@@ -133,8 +138,6 @@ def create(
     except StreamExistsError:
         raise _err.exists(name) from None
     shm = _wrap(s, owner=True, readonly=False)
-    if device is not None:
-        shm.gpu_device, shm.gpu_enabled, shm.cpu_mirror = device, True, bool(cpu_mirror)
     shm._auto_unlink = bool(auto_unlink)
     return shm
 
