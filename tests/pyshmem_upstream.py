@@ -17,7 +17,8 @@ the top; the selected tests never use it) and a ``pyshmem-1.4.0.dist-info`` (the
 is installed as ``pyshmem``). pyshmem's ``src`` directory is not extracted, so the tests'
 own child processes import the alias as well.
 
-Usage: python tests/pyshmem_upstream.py [--real] [pytest args...]
+Usage: python tests/pyshmem_upstream.py [--real] [--gpu] [pytest args...]
+(``--gpu`` runs tests/test_gpu_api.py instead, under the same rule: for the GPU machine.)
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ def sdist() -> Path:
     return target
 
 
-def extract(work: Path) -> Path:
-    """Writes the sdist's tests/test_cpu_api.py and tests/conftest.py, unmodified, under
+CPU_TESTS = "test_cpu_api.py"
+GPU_TESTS = "test_gpu_api.py"
+
+
+def extract(work: Path, test_file: str = CPU_TESTS) -> Path:
+    """Writes the sdist's tests/``test_file`` and tests/conftest.py, unmodified, under
     ``work/tests`` and returns that directory."""
     tests = work / "tests"
     tests.mkdir(parents=True)
     with tarfile.open(sdist()) as tar:
-        for member in ("test_cpu_api.py", "conftest.py"):
+        for member in (test_file, "conftest.py"):
             data = tar.extractfile(f"pyshmem-{VERSION}/tests/{member}")
             assert data is not None
             (tests / member).write_bytes(data.read())
@@ -129,17 +134,17 @@ def alias(work: Path) -> Path:
     return root
 
 
-def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None) -> Tuple[Dict[str, str], List[str], str]:
-    """Runs the selected tests in a subprocess pytest; returns ({node id: outcome}, the
-    excluded names, pytest's output). Outcomes: passed, failed, skipped."""
-    tests = extract(work)
-    selected, excluded = select((tests / "test_cpu_api.py").read_text())
+def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None, test_file: str = CPU_TESTS) -> Tuple[Dict[str, str], List[str], str]:
+    """Runs the selected tests of ``test_file`` in a subprocess pytest; returns ({node id:
+    outcome}, the excluded names, pytest's output). Outcomes: passed, failed, skipped."""
+    tests = extract(work, test_file)
+    selected, excluded = select((tests / test_file).read_text())
     env = dict(os.environ)
     if not real:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(alias(work)), env.get("PYTHONPATH", "")) if p)
     report = work / "report.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(work), "-c", str(work / "pytest.ini"), f"--junit-xml={report}"]
-    cmd += [f"tests/test_cpu_api.py::{name}" for name in selected] + list(extra or [])
+    cmd += [f"tests/{test_file}::{name}" for name in selected] + list(extra or [])
     done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
     outcomes: Dict[str, str] = {}
     if report.exists():
@@ -156,17 +161,18 @@ def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None) ->
 
 def main(argv: List[str]) -> int:
     real = "--real" in argv
-    extra = [a for a in argv if a != "--real"]
+    test_file = GPU_TESTS if "--gpu" in argv else CPU_TESTS
+    extra = [a for a in argv if a not in ("--real", "--gpu")]
     with tempfile.TemporaryDirectory(prefix="pyshmem-upstream-") as tmp:
         try:
-            outcomes, excluded, output = run(Path(tmp), real=real, extra=extra)
+            outcomes, excluded, output = run(Path(tmp), real=real, extra=extra, test_file=test_file)
         except Unavailable as exc:
             print(f"skipped: {exc}")
             return 0
     failed = sorted(n for n, o in outcomes.items() if o == "failed")
     passed = sum(o == "passed" for o in outcomes.values())
     print(output[:3000] if not outcomes or len(outcomes) < 3 else output[-4000:])
-    print(f"target: {'pyshmem (real)' if real else 'framebus.pyshmem'}; selected items: {len(outcomes)}; passed: {passed}; failed: {len(failed)}; excluded functions: {len(excluded)}")
+    print(f"{test_file}, target: {'pyshmem (real)' if real else 'framebus.pyshmem'}; selected items: {len(outcomes)}; passed: {passed}; failed: {len(failed)}; excluded functions: {len(excluded)}")
     for name in failed:
         print(f"  FAILED {name}")
     return 1 if failed else 0
