@@ -89,7 +89,7 @@ class SharedMemory:
     gpu_enabled: bool = False
     cpu_mirror: bool = True
 
-    def __init__(self, stream: _fb.Stream, *, owner: bool, readonly: bool, creator_pid: int, instance_id: str) -> None:
+    def __init__(self, stream: _fb.Stream, *, owner: bool, readonly: bool, creator_pid: int, instance_id: Optional[str]) -> None:
         self._s = stream
         # The native calls of the hot paths, bound once.
         self._native_write = stream.write
