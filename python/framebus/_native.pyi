@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["Frame", "LAYOUT_VERSION", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "sync", "unlink"]
+__all__ = ["Frame", "LAYOUT_VERSION", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -87,6 +87,11 @@ class Stream:
         now and attached at commit. LoanOpenError if this thread already has an open loan on
         the stream; SequenceExhaustedError when the sequence numbers are used up; TimeoutError
         (StreamTimeoutError) when no slot frees up within ``timeout``."""
+    def set_role(self, role: str, label: str = "") -> None:
+        """Tags this handle for monitors (``framebus top``, ``framebus.stat``): ``role`` is one
+        of "handle", "bridge out", "bridge in", "record", "play", "monitor", "writer"; ``label`` a
+        short text such as an endpoint or a file (cut at 48 bytes). InvalidArgumentError for
+        another role."""
     def end(self) -> None:
         """Ends the stream (end of file): readers blocked in read_new/wait_view/wait wake at
         once; a lossless reader first gets every frame it has not read, then each raises
@@ -165,6 +170,12 @@ class _Pin: ...
 
 def unlink(name: str) -> None: ...
 def stream_names() -> List[str]: ...
+def stream_stats(name: str) -> Dict[str, Any]:
+    """The ring's counters of stream ``name`` now, read without attaching: ``taken_ns``,
+    ``writer`` (pid, alive, frames_written, bytes_written, aborted_writes, write_waits,
+    write_wait_ns, latest_seq, latest_ns, ended, lock_holder) and ``readers`` (one dict per
+    attached handle: entry, pid, alive, mode, role, label, reads, missed, consumed,
+    pinned_slots, pinned_since_ns, writer_waits). StreamNotFoundError if it does not exist."""
 def stream_info(name: str) -> Dict[str, Any]: ...
 def list_info() -> List[Dict[str, Any]]: ...
 def gc(*, dry_run: bool = False) -> List[str]: ...

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 #: Subcommands, each a module in framebus.commands with ``HELP``, ``add_arguments(parser)`` and
 #: ``run(args) -> int``. Keep this list in the order ``framebus --help`` shows it.
-COMMANDS = ["demo", "ls", "gc", "bench", "record", "play", "bridge"]
+COMMANDS = ["demo", "ls", "top", "hz", "echo", "doctor", "gc", "bench", "record", "play", "bridge"]
 
 
 EXIT_STATUS = """exit status (every command):

@@ -29,6 +29,13 @@ class StreamInfo(str):
     lock_holder: Optional[int]
     problem: Optional[str]
     stale: bool
+    #: Only from :func:`stat`: the writer's counters (``pid``, ``alive``, ``frames_written``,
+    #: ``bytes_written``, ``write_waits``, ``write_wait_ns``, ``latest_seq``, ``latest_ns``,
+    #: ``ended``, ``lock_holder``) and one dict per attached handle (``pid``, ``alive``,
+    #: ``mode`` latest/lossless/closed, ``role``, ``label``, ``reads``, ``missed``,
+    #: ``consumed``, ``pinned_slots``, ``pinned_since_ns``, ``writer_waits``).
+    writer: Optional[Dict[str, Any]] = None
+    readers: List[Dict[str, Any]] = []
 
     def __new__(cls, info: Dict[str, Any]) -> "StreamInfo":
         self = super().__new__(cls, info["name"])
@@ -55,9 +62,19 @@ def list_streams() -> List[StreamInfo]:
 
 
 def stat(name: str) -> StreamInfo:
-    """What ``framebus ls`` knows about one stream, without attaching to it.
-    Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
-    return StreamInfo(_native.stream_info(name))
+    """What ``framebus ls`` knows about one stream, plus its writer's and every attached
+    handle's counters (``writer``, ``readers``; see :class:`StreamInfo`), read without
+    attaching to it. Rates need two looks: see ``framebus.monitor``. Raises
+    StreamNotFoundError (FileNotFoundError) if it does not exist."""
+    info = StreamInfo(_native.stream_info(name))
+    if not info.problem:
+        try:
+            stats = _native.stream_stats(name)
+        except (OSError, ValueError):
+            return info
+        object.__setattr__(info, "writer", stats["writer"])
+        object.__setattr__(info, "readers", list(stats["readers"]))
+    return info
 
 
 def gc(*, dry_run: bool = False) -> List[str]:

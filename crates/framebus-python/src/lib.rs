@@ -8,6 +8,7 @@ mod array;
 mod errors;
 mod frame;
 mod loan;
+mod monitor;
 mod pipe;
 mod stream;
 
@@ -83,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
+    m.add_function(wrap_pyfunction!(monitor::stream_stats, m)?)?;
     // Pipes: background writers for file descriptors (pipe.rs).
     m.add_function(wrap_pyfunction!(pipe::pipe, m)?)?;
     m.add_function(wrap_pyfunction!(pipe::sync, m)?)?;

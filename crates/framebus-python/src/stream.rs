@@ -454,6 +454,30 @@ impl PyStream {
 Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
     }
 
+    /// Tags this handle for monitors (`framebus top`): `role` is one of "handle", "bridge out",
+    /// "bridge in", "record", "play", "monitor"; `label` a short text (cut at 48 bytes).
+    #[pyo3(signature = (role, label = ""))]
+    fn set_role(&self, py: Python<'_>, role: &str, label: &str) -> PyResult<()> {
+        use framebus::ring::layout::role as r;
+        let value = match role {
+            "handle" => r::HANDLE,
+            "bridge out" => r::BRIDGE_OUT,
+            "bridge in" => r::BRIDGE_IN,
+            "record" => r::RECORD,
+            "play" => r::PLAY,
+            "monitor" => r::MONITOR,
+            "writer" => r::WRITER,
+            other => {
+                return Err(PyErr::from_type(
+                    error_class(py, "InvalidArgumentError")?,
+                    (format!("role must be one of 'handle', 'bridge out', 'bridge in', 'record', 'play', 'monitor', 'writer', got {other:?}"),),
+                ))
+            }
+        };
+        self.handle(py)?.set_role(value, label);
+        Ok(())
+    }
+
     /// Ends the stream: readers blocked in read_new/wait_view/wait wake at once; each gets the
     /// frames it has not read yet (lossless), then StreamEndedError. A later write clears it.
     fn end(&self, py: Python<'_>) -> PyResult<()> {

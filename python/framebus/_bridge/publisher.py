@@ -182,6 +182,7 @@ class Publisher(Bridge):
             src.close()
         else:
             raise StreamNotFoundError(2, f"stream {self.stream_name!r} keeps being replaced; cannot follow it")
+        src.set_role("bridge out", f"-> {self.endpoint}")
         self._src, self._src_path, self._src_ino = src, path, ino
         for peer in self._peers.values():
             peer.last_sent_seq = 0  # sequence numbers start again in a new segment

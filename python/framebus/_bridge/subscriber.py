@@ -379,6 +379,7 @@ class Subscriber(Bridge):
             self._drop_stream(unlink=True)
             self.spec_changes += 1
         self._stream, self._owned = self._make_stream(shape, dt, self.slots or max(2, slots), meta_capacity)
+        self._stream.set_role("bridge in", f"<- {self.endpoint}")
         if self.tune_malloc:
             # Frames in flight (the window) plus the one being stored and the one arriving.
             self.heap_reserved = heap.reserve(self._stream.size, self.hwm + 2)

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         stream.unlink() if created and not args.keep else stream.close()
         print(f"framebus play: {readers} of {args.wait_readers} readers attached to {args.name!r} within {args.wait_timeout:g} s; nothing was played", file=sys.stderr)
         return 1
+    stream.set_role("play", args.file)
     total = 0  # frames of the passes already finished
     current = 0  # frames written by the pass under way
     start = time.perf_counter()

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from framebus.ffmpeg import VideoWriter
 
     stream = framebus.open(args.name, mode="lossless")  # a missing stream: exit 1 (cli.py)
+    stream.set_role("record", args.out)
     try:
         shape = tuple(stream.shape)
         pix_fmt = args.pix_fmt or pix_fmt_for(shape, stream.dtype)

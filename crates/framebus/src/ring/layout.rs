@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! offset 0             Header                          (HEADER_BYTES)
-//! readers_offset       ReaderEntry x max_readers       (64 bytes each)
+//! readers_offset       ReaderEntry x max_readers       (128 bytes each)
 //! slots_offset         SlotDesc    x slot_count        (192 bytes each)
 //! payload_offset       payload     x slot_count        (slot_stride each, a multiple of 4096)
 //!                      each payload: frame bytes, then up to meta_capacity metadata bytes
@@ -140,7 +140,15 @@ pub struct Header {
     pub bytes_written: AtomicU64,
     /// Writes abandoned by a writer that died or raised mid-write.
     pub aborted_writes: AtomicU64,
-    pub _pad4: [u64; 5],
+    /// Pid of the process that last took the write lock afresh (the writer `top` shows).
+    pub writer_pid: AtomicU32,
+    pub _pad4: u32,
+    /// Start time of that process (pid reuse cannot fool the liveness check).
+    pub writer_start: AtomicU64,
+    /// Times a writer found no free slot and had to wait.
+    pub write_waits: AtomicU64,
+    /// Nanoseconds writers spent waiting for a free slot.
+    pub write_wait_ns: AtomicU64,
 }
 
 /// Bytes covered by `Header::checksum` (identity and geometry, without the checksum itself).
@@ -185,7 +193,36 @@ pub struct ReaderEntry {
     pub missed: AtomicU64,
     /// Frames this handle read.
     pub reads: AtomicU64,
-    pub _reserved: [u64; 2],
+    /// Wall-clock time (ns) this handle's pins last went from none to some; 0 without pins.
+    pub pinned_since_ns: AtomicU64,
+    /// Times a writer had to wait for a slot while this (lossless) handle was the furthest behind.
+    pub writer_waits: AtomicU64,
+    /// What the handle is for (`role::*`), for `framebus top`.
+    pub role: AtomicU32,
+    pub _pad0: u32,
+    /// A short label (UTF-8, NUL-padded): a bridge endpoint, a file name.
+    pub label: [AtomicU64; 6],
+    pub _reserved: [u64; 1],
+}
+
+/// Roles stored in `ReaderEntry::role` (shown by `framebus top`).
+pub mod role {
+    /// An ordinary handle.
+    pub const HANDLE: u32 = 0;
+    /// The publishing end of a bridge (framebus.net).
+    pub const BRIDGE_OUT: u32 = 1;
+    /// The subscribing end of a bridge, writing into this stream.
+    pub const BRIDGE_IN: u32 = 2;
+    /// `framebus record` (frames into FFmpeg through a pipe).
+    pub const RECORD: u32 = 3;
+    /// `framebus play` (frames from FFmpeg).
+    pub const PLAY: u32 = 4;
+    /// A monitor (`framebus top`, `hz`, `echo`).
+    pub const MONITOR: u32 = 5;
+    /// A handle that has written to the stream (set when it takes the write lock).
+    pub const WRITER: u32 = 6;
+    /// Bytes of a label.
+    pub const LABEL_BYTES: usize = 48;
 }
 
 // Loom's model atomics are larger than the real ones; the layout is only asserted for real builds.
@@ -202,7 +239,10 @@ const _: () = {
     assert!(offset_of!(Header, frames_written) == 384);
     assert!(size_of::<SlotDesc>() == 192);
     assert!(offset_of!(SlotDesc, shape) == 48);
-    assert!(size_of::<ReaderEntry>() == 64);
+    assert!(size_of::<ReaderEntry>() == 128);
+    assert!(offset_of!(ReaderEntry, pinned_since_ns) == 48);
+    assert!(offset_of!(ReaderEntry, label) == 72);
+    assert!(offset_of!(Header, writer_pid) == 408);
 };
 
 /// Geometry of a segment, computed from its spec.

@@ -1,6 +1,7 @@
 //! The ring of frame slots in one segment: layout, handles, the writer and the readers.
 
 mod copy;
+pub mod monitor;
 mod handle;
 pub mod layout;
 pub mod protocol;

@@ -68,7 +68,11 @@ impl Stream {
         }
         *count -= 1;
         if *count == 0 {
-            protocol::unpin(&self.my_entry().pinned, 1 << slot);
+            let e = self.my_entry();
+            protocol::unpin(&e.pinned, 1 << slot);
+            if e.pinned.load(Ordering::Relaxed) == 0 && e.pinned_since_ns.load(Ordering::Relaxed) != 0 {
+                e.pinned_since_ns.store(0, Ordering::Relaxed);
+            }
             drop(pins);
             self.wake_writer();
         }
@@ -292,14 +296,14 @@ impl Stream {
     pub fn pin_latest(self: &Arc<Self>) -> Result<Pinned> {
         let (slot, seq) = self.pin_newest()?;
         self.note_seen(seq);
-        Ok(Pinned { stream: self.clone(), slot, seq })
+        Ok(Pinned::new(self.clone(), slot, seq))
     }
 
     /// The next frame this handle has not seen (as `read_new`), pinned until the returned
     /// handle is dropped.
     pub fn wait_pinned(self: &Arc<Self>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Pinned> {
         let (slot, seq) = self.take_next(deadline, check)?;
-        Ok(Pinned { stream: self.clone(), slot, seq })
+        Ok(Pinned::new(self.clone(), slot, seq))
     }
 
     /// Start of the read-only mapping of all payloads (mapped on first use). Views point here,
@@ -351,7 +355,12 @@ pub struct Pinned {
 impl Pinned {
     /// A pin this handle already holds on `slot` (taken by `pin` or `pin_own_claim`), released
     /// when the value is dropped. `seq` 0 means the slot holds no frame (a discarded loan).
+    /// Records when the handle's pins began, for monitors (a clock read only when it had none).
     pub(super) fn new(stream: Arc<Stream>, slot: u32, seq: u64) -> Pinned {
+        let e = stream.my_entry();
+        if e.pinned_since_ns.load(Ordering::Relaxed) == 0 {
+            e.pinned_since_ns.store(super::handle::now_ns(), Ordering::Relaxed);
+        }
         Pinned { stream, slot, seq }
     }
 

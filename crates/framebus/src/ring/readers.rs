@@ -2,7 +2,7 @@
 //! position, so that the writer can honour pins and lossless readers and reclaim dead ones.
 
 use super::handle::{ReaderMode, Stream};
-use super::layout::{mode, unpack_published};
+use super::layout::{mode, role, unpack_published};
 use crate::error::{Error, Result};
 use crate::process::ProcessId;
 use crate::sync::atomic::Ordering;
@@ -33,6 +33,12 @@ impl Stream {
                 e.pinned.store(0, Ordering::SeqCst);
                 e.missed.store(0, Ordering::Relaxed);
                 e.reads.store(0, Ordering::Relaxed);
+                e.pinned_since_ns.store(0, Ordering::Relaxed);
+                e.writer_waits.store(0, Ordering::Relaxed);
+                e.role.store(role::HANDLE, Ordering::Relaxed);
+                for word in &e.label {
+                    word.store(0, Ordering::Relaxed);
+                }
                 self.header().readers_hwm.fetch_max(i + 1, Ordering::SeqCst);
                 let (seq, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
                 e.consumed.store(seq, Ordering::SeqCst);
@@ -148,6 +154,40 @@ impl Stream {
             }
         }
         c
+    }
+
+    /// Counts a writer wait against the lossless readers furthest behind (the ones holding the
+    /// oldest unread frame), for monitors. Only called when a writer has to wait.
+    pub(super) fn blame_slowest_readers(&self) {
+        let c = self.constraints();
+        if c.min_consumed == u64::MAX {
+            return;
+        }
+        for i in 0..self.readers_hwm() {
+            let e = self.reader(i);
+            if e.pid.load(Ordering::Relaxed) != 0 && e.mode.load(Ordering::Relaxed) == mode::LOSSLESS && e.consumed.load(Ordering::Relaxed) == c.min_consumed {
+                e.writer_waits.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Tags this handle's entry with what it is for and a short label (UTF-8, cut at
+    /// `role::LABEL_BYTES` bytes on a character boundary), for `framebus top`.
+    pub fn set_role(&self, role_: u32, label: &str) {
+        if self.entry == u32::MAX {
+            return;
+        }
+        let e = self.my_entry();
+        let mut bytes = [0u8; role::LABEL_BYTES];
+        let mut end = label.len().min(role::LABEL_BYTES);
+        while !label.is_char_boundary(end) {
+            end -= 1;
+        }
+        bytes[..end].copy_from_slice(&label.as_bytes()[..end]);
+        for (word, chunk) in e.label.iter().zip(bytes.chunks_exact(8)) {
+            word.store(u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8])), Ordering::Relaxed);
+        }
+        e.role.store(role_, Ordering::Release);
     }
 
     /// Pin masks of all entries that may be in use.

@@ -71,12 +71,33 @@ impl Stream {
             Acquired::Recovered { .. } => {
                 self.lock_recoveries.fetch_add(1, Ordering::Relaxed);
                 self.repair_abandoned_slots();
+                self.note_writer();
             }
-            Acquired::Fresh => self.repair_abandoned_slots(),
+            Acquired::Fresh => {
+                self.repair_abandoned_slots();
+                self.note_writer();
+            }
         }
         let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
         *holds = (my_token(), holds.1 + 1);
         Ok(how)
+    }
+
+    /// Records this process as the stream's writer (for monitors): two relaxed stores, and
+    /// none when it already is.
+    fn note_writer(&self) {
+        let h = self.header();
+        let me = crate::process::ProcessId::current();
+        if h.writer_pid.load(Ordering::Relaxed) != me.pid || h.writer_start.load(Ordering::Relaxed) != me.start {
+            h.writer_start.store(me.start, Ordering::Relaxed);
+            h.writer_pid.store(me.pid, Ordering::Release);
+        }
+        if self.is_attached() {
+            let e = self.my_entry();
+            if e.role.load(Ordering::Relaxed) == super::layout::role::HANDLE {
+                e.role.store(super::layout::role::WRITER, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Drops one level of the calling thread's lock.
@@ -175,8 +196,15 @@ impl Stream {
     fn claim_slot(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
         let h = self.header();
         let mut reaped_at: Option<Instant> = None;
+        let mut waiting_since: Option<Instant> = None;
+        let counted = |since: Option<Instant>| {
+            if let Some(t) = since {
+                h.write_wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+        };
         loop {
             if let Some(claimed) = self.try_claim() {
+                counted(waiting_since);
                 return Ok(claimed);
             }
             // Nothing free: maybe a reader died holding pins or lagging; look at most every 100 ms.
@@ -187,8 +215,14 @@ impl Stream {
                 }
             }
             let Some(slice) = deadline.slice() else {
+                counted(waiting_since);
                 return Err(Error::Timeout { name: self.name.clone(), op: "write (every free slot is pinned by a view or holds a frame a lossless reader has not read)", seconds: deadline.seconds() });
             };
+            if waiting_since.is_none() {
+                waiting_since = Some(Instant::now());
+                h.write_waits.fetch_add(1, Ordering::Relaxed);
+                self.blame_slowest_readers();
+            }
             // Register as a waiter first, then look again: a reader that frees a slot after this
             // look sees the waiter and bumps `released`, so the futex wait cannot miss it.
             h.writer_waiters.fetch_add(1, Ordering::SeqCst);
@@ -199,9 +233,11 @@ impl Stream {
             }
             h.writer_waiters.fetch_sub(1, Ordering::SeqCst);
             if let Some(claimed) = claimed {
+                counted(waiting_since);
                 return Ok(claimed);
             }
             if !check() {
+                counted(waiting_since);
                 return Err(Error::Interrupted);
             }
         }

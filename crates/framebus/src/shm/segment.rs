@@ -63,7 +63,9 @@ impl Segment {
         let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
         if rc != 0 {
             let reason = io::Error::from_raw_os_error(rc).to_string();
-            return fail(Error::NoSpace { name: stream.to_owned(), path: name::path(stream), bytes: len, errno: rc, reason });
+            let _ = unlink(stream); // gives the partly allocated pages back before measuring
+            let free = free_bytes();
+            return fail(Error::NoSpace { name: stream.to_owned(), path: name::path(stream), bytes: len, free, errno: rc, reason });
         }
         Ok(seg)
     }
@@ -180,4 +182,16 @@ fn c_name(stream: &str) -> Result<CString> {
     name::validate(stream)?;
     // validate() rejects NUL, so this cannot fail.
     CString::new(name::shm_name(stream)).map_err(|_| Error::InvalidName { name: stream.to_owned(), reason: "contains NUL" })
+}
+
+/// Bytes free in /dev/shm for an unprivileged writer (0 when it cannot be told).
+pub fn free_bytes() -> u64 {
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: the path is a NUL-terminated literal and `st` a valid out pointer of the right type.
+    if unsafe { libc::statvfs(c"/dev/shm".as_ptr(), st.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: statvfs succeeded, so it filled the struct.
+    let st = unsafe { st.assume_init() };
+    u64::from(st.f_bavail).saturating_mul(st.f_frsize)
 }

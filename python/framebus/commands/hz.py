@@ -1,0 +1,60 @@
+"""``framebus hz NAME``: the rate a stream is written at, like ``ros2 topic hz``: every
+``--every`` seconds the average rate and the min/max/standard deviation of the intervals
+between frames (from the writer's own timestamps). It watches as a latest-mode handle tagged
+"monitor": it never holds the writer back and pins nothing."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+HELP = "print the rate a stream is written at (average, min/max/std of intervals), until Ctrl-C"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="stream to watch")
+    p.add_argument("--every", type=float, default=1.0, metavar="S", help="seconds between reports (default 1)")
+    p.add_argument("--window", type=int, default=1000, metavar="N", help="intervals the statistics cover (default 1000)")
+    p.add_argument("--count", type=int, default=0, metavar="K", help="stop after K reports (default: until Ctrl-C)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import framebus
+
+    s = framebus.open(args.name)
+    s.set_role("monitor", "hz")
+    intervals: list = []
+    last = (s.write_sequence, s.write_time)
+    reports = 0
+    next_report = time.monotonic() + args.every
+    try:
+        while not args.count or reports < args.count:
+            try:
+                seq = s.wait(timeout=max(0.0, next_report - time.monotonic()))
+            except TimeoutError:
+                seq = None
+            except framebus.StreamEndedError:
+                print(f"stream {args.name!r} ended")
+                return 0
+            if seq is not None:
+                t = s.write_time
+                if last[0] and seq > last[0] and t > last[1]:
+                    per = (t - last[1]) / (seq - last[0])
+                    intervals.extend([per] * min(seq - last[0], args.window))
+                    del intervals[: max(0, len(intervals) - args.window)]
+                last = (seq, t)
+            if time.monotonic() >= next_report:
+                reports += 1
+                next_report += args.every
+                if not intervals:
+                    print("no new frames")
+                    continue
+                mean = statistics.fmean(intervals)
+                std = statistics.pstdev(intervals)
+                print(f"average rate: {1 / mean:.3f} Hz\n\tmin: {min(intervals) * 1e3:.3f} ms max: {max(intervals) * 1e3:.3f} ms std dev: {std * 1e3:.3f} ms window: {len(intervals)}")
+                sys.stdout.flush()
+    finally:
+        s.close()
+    return 0
