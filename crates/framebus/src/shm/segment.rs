@@ -185,6 +185,8 @@ fn c_name(stream: &str) -> Result<CString> {
 }
 
 /// Bytes free in /dev/shm for an unprivileged writer (0 when it cannot be told).
+// statvfs's field types differ between targets (u64 on 64-bit Linux, narrower elsewhere).
+#[allow(clippy::useless_conversion)]
 pub fn free_bytes() -> u64 {
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
     // SAFETY: the path is a NUL-terminated literal and `st` a valid out pointer of the right type.
@@ -193,5 +195,5 @@ pub fn free_bytes() -> u64 {
     }
     // SAFETY: statvfs succeeded, so it filled the struct.
     let st = unsafe { st.assume_init() };
-    u64::from(st.f_bavail).saturating_mul(st.f_frsize)
+    u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize))
 }
