@@ -206,7 +206,7 @@ impl PyStream {
         };
         let stream = match create {
             Some((dtype, itemsize, shape, slots, meta_capacity, max_readers, perm, exist_ok)) => {
-                let spec = StreamSpec { dtype, itemsize, shape, slots, meta_capacity, max_readers };
+                let spec = StreamSpec { dtype, itemsize, shape, slots, meta_capacity, max_readers, variable: false };
                 let options = CreateOptions { mode: perm, exist_ok };
                 py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
             }

@@ -226,6 +226,9 @@ impl Stream {
 
     /// Copies one frame into the stream: `data` must be exactly the stream's frame size.
     pub fn write(&self, data: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+        if self.spec.variable {
+            return Err(Error::InvalidArgument(format!("stream {:?} has variable-shape frames; write them with write_arrays", self.name)));
+        }
         self.check_frame(data.len(), info)?;
         let mut guard = self.begin_write(deadline, check)?;
         super::copy::copy_frame(guard.payload_mut(), data);
@@ -307,12 +310,17 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         };
         desc.timestamp_ns.store(info.timestamp_ns.unwrap_or_else(now_ns), Ordering::Relaxed);
         desc.frame_id.store(frame_id, Ordering::Relaxed);
-        desc.payload_len.store(s.geometry.frame_bytes, Ordering::Relaxed);
+        let len = match s.spec.variable {
+            // SAFETY: the claimed slot's payload is at least frame_bytes >= TABLE_BYTES long.
+            true => super::frame_table::recorded_len(unsafe { std::slice::from_raw_parts(s.payload(self.slot), 128) }, s.geometry.frame_bytes),
+            false => s.geometry.frame_bytes,
+        };
+        desc.payload_len.store(len, Ordering::Relaxed);
         desc.meta_len.store(info.meta.len() as u32, Ordering::Relaxed);
         protocol::commit(&desc.state, seq);
         h.published.store(published(seq, self.slot), Ordering::SeqCst);
         h.frames_written.fetch_add(1, Ordering::Relaxed);
-        h.bytes_written.fetch_add(s.geometry.frame_bytes, Ordering::Relaxed);
+        h.bytes_written.fetch_add(len, Ordering::Relaxed);
         h.notify.fetch_add(1, Ordering::SeqCst);
         if h.waiters.load(Ordering::SeqCst) > 0 {
             futex::wake_all(&h.notify);
