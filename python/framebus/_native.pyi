@@ -58,7 +58,9 @@ class Stream:
         after ``timeout``. ``timestamp_ns`` replaces the commit time; ``seq`` gives the frame
         this sequence number instead of the next one (it must be above the newest frame's, else
         ValueError; readers count the numbers skipped as missed), as a bridge does to keep its
-        source's numbers."""
+        source's numbers. LoanOpenError while this thread has an open loan on the stream;
+        SequenceExhaustedError (a ValueError) once the newest frame has the largest number
+        (2**56 - 1): numbers never wrap."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros."""
     def read(self, *, safe: bool = True, out: Optional[np.ndarray] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> np.ndarray:
@@ -82,7 +84,9 @@ class Stream:
     def loan(self, timeout: Optional[float] = None, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> "Loan":
         """A writable array in the next free slot: fill it, then commit (or leave the with block).
         No copy. ``frame_id``, ``meta``, ``timestamp_ns`` and ``seq`` (as in write()) are checked
-        now and attached at commit."""
+        now and attached at commit. LoanOpenError if this thread already has an open loan on
+        the stream; SequenceExhaustedError when the sequence numbers are used up; TimeoutError
+        (StreamTimeoutError) when no slot frees up within ``timeout``."""
     def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
         """Takes the cross-process write lock (re-entrant per thread)."""
     def release(self) -> None:
@@ -120,18 +124,33 @@ class Frame:
 
 @final
 class Loan:
-    """A claimed slot: a writable array published on commit() or clean with-exit."""
+    """A claimed slot: a writable array published on commit() or clean with-exit.
+
+    One loan at a time per stream and thread: a second loan() or a write() while this one is
+    open raises LoanOpenError (another thread waits for it). If the array (or a view, a
+    memoryview or a buffer of it, such as one handed to ``framebus.pipe``) is still referenced
+    when the loan ends, it becomes a read-only view of the published (or discarded) frame that
+    keeps its slot pinned until the last reference is gone; the ring never reuses the slot
+    under it."""
 
     @property
-    def array(self) -> np.ndarray: ...
+    def array(self) -> np.ndarray:
+        """The writable array over the claimed slot (no copy; the same array on every call).
+        StreamClosedError once the loan has ended."""
     @property
     def seq(self) -> int:
         """The sequence number the frame gets (the explicit ``seq=`` given to loan(), or the next one)."""
     def commit(self) -> None:
-        """Publishes the frame (no copy). StreamClosedError if already committed or aborted."""
-    def abort(self) -> None: ...
+        """Publishes the frame (no copy). StreamClosedError if already committed or aborted;
+        SequenceExhaustedError / InvalidArgumentError if its number cannot be given (the frame
+        is then discarded)."""
+    def abort(self) -> None:
+        """Discards the frame (readers never see it). Idempotent."""
     def __enter__(self) -> np.ndarray: ...
     def __exit__(self, exc_type: Any = None, _exc: Any = None, _tb: Any = None) -> bool: ...
+
+@final
+class _LoanSlot: ...
 
 @final
 class _Pin: ...

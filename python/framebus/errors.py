@@ -22,6 +22,8 @@ __all__ = [
     "StreamTimeoutError",
     "StreamClosedError",
     "TooManyReadersError",
+    "LoanOpenError",
+    "SequenceExhaustedError",
     "FramebusOSError",
     "LockRecoveredWarning",
     "PipeError",
@@ -79,6 +81,16 @@ class StreamTimeoutError(FramebusError, TimeoutError):
 
 class StreamClosedError(FramebusError, RuntimeError):
     """The handle was closed; reopen the stream with framebus.open(name)."""
+
+
+class LoanOpenError(FramebusError, RuntimeError):
+    """This thread already has an open loan on the stream; commit or abort it before the next
+    write() or loan() (a second claim would give two frames one sequence number)."""
+
+
+class SequenceExhaustedError(FramebusError, ValueError):
+    """The stream reached the largest sequence number (2**56 - 1); numbers never wrap, so
+    nothing was written: create a new stream."""
 
 
 class TooManyReadersError(FramebusError, RuntimeError):

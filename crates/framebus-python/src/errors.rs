@@ -57,6 +57,8 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         Error::Timeout { .. } => raise(py, "StreamTimeoutError", (msg,)),
         Error::TooManyReaders { .. } => raise(py, "TooManyReadersError", (msg,)),
         Error::LockState { .. } | Error::Empty { .. } => PyRuntimeError::new_err(msg),
+        Error::LoanOpen { .. } => raise(py, "LoanOpenError", (msg,)),
+        Error::SequenceExhausted { .. } => raise(py, "SequenceExhaustedError", (msg,)),
         Error::Interrupted => PyKeyboardInterrupt::new_err(()),
         Error::Io { source, .. } => raise(py, "FramebusOSError", (source.raw_os_error().unwrap_or(0), msg)),
     }

@@ -1,10 +1,17 @@
 //! `Loan`: a writable array in the next free slot. Filling it and leaving the `with` block
 //! publishes the frame without a copy; an exception inside the block discards it.
+//!
+//! The loan's array keeps its slot: its base is a `_LoanSlot` holder of the loan's own. When the
+//! loan ends (commit, abort or drop) while the array, a view of it, or a buffer of it is still
+//! referenced (handed to `framebus.pipe`, kept by the caller), the slot stays pinned by the
+//! holder until the last of them is gone, and the array turns read-only: a pipe or a reader sees
+//! exactly the committed bytes, and the ring never reuses the slot under them. A loan whose
+//! array is no longer referenced when it ends pins nothing (one reference count read).
 
 use std::sync::{Arc, Mutex};
 
-use framebus::{FrameInfo, WriteGuard};
-use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
+use framebus::{FrameInfo, Pinned, WriteGuard};
+use numpy::npyffi::{PyArrayObject, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
 use pyo3::prelude::*;
 
 use crate::array::FrameSpec;
@@ -12,30 +19,26 @@ use crate::errors::{error_class, CoreError};
 
 type Guard = WriteGuard<Arc<framebus::Stream>>;
 
-/// The base object of every loaned array of one handle: it keeps the handle's mapping (and so
-/// the arrays' memory) alive after the loan ends and after the stream's `close()`. One per
-/// handle, made on its first loan, so a loan's arrays allocate no holder of their own.
-#[pyclass(name = "_Mapping", module = "framebus._native", frozen)]
-pub struct PyMapping {
+/// The base object of a loan's arrays: it keeps the handle's mapping (and so the arrays'
+/// memory) alive after the loan ends and after the stream's `close()`, and, once the loan has
+/// ended while its arrays were still referenced, the pin that keeps the slot from being reused.
+#[pyclass(name = "_LoanSlot", module = "framebus._native", frozen)]
+pub struct PyLoanSlot {
     _stream: Arc<framebus::Stream>,
-}
-
-impl PyMapping {
-    /// A holder of `stream`'s mapping.
-    pub fn new(stream: Arc<framebus::Stream>) -> PyMapping {
-        PyMapping { _stream: stream }
-    }
+    pin: Mutex<Option<Pinned>>,
 }
 
 /// A claimed slot with its per-frame values, published by commit() or on a clean `with` exit.
 ///
-/// The loan and its arrays do not hold each other (the arrays hold only the mapping), so a loan
-/// ends as soon as it is committed, aborted or dropped: a loan dropped unpublished is discarded
-/// at once and frees the write lock, without waiting for the cycle collector.
+/// The loan holds its array (made on first use) and the array holds only its `_LoanSlot`, so
+/// there is no reference cycle: a loan ends as soon as it is committed, aborted or dropped, and
+/// a loan dropped unpublished is discarded at once and frees the write lock.
 #[pyclass(name = "Loan", module = "framebus._native", frozen)]
 pub struct PyLoan {
-    /// The claimed slot and the arrays' base, until commit/abort/drop.
-    open: Mutex<Option<(Guard, Py<PyMapping>)>>,
+    /// The claimed slot, until commit/abort/drop.
+    open: Mutex<Option<Guard>>,
+    /// The array handed out and its base, made on first use.
+    exported: Mutex<Option<(Py<PyAny>, Py<PyLoanSlot>)>>,
     spec: FrameSpec,
     payload: *mut u8,
     name: Arc<str>,
@@ -65,15 +68,17 @@ unsafe impl Send for PyLoan {}
 // SAFETY: as for Send; shared access only reads the address.
 unsafe impl Sync for PyLoan {}
 
+/// How a loan ends.
+enum End {
+    Commit,
+    Abort,
+}
+
 impl PyLoan {
     /// Wraps a claimed slot. Allocates nothing but the Python object (and a copy of `meta`).
-    pub fn new(name: &Arc<str>, spec: FrameSpec, base: Py<PyMapping>, guard: Guard, values: LoanValues) -> PyLoan {
+    pub fn new(name: &Arc<str>, spec: FrameSpec, guard: Guard, values: LoanValues) -> PyLoan {
         let seq = values.seq.unwrap_or(guard.seq());
-        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some((guard, base))), spec, name: Arc::clone(name), values }
-    }
-
-    fn take_guard(&self) -> Option<Guard> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).take().map(|(g, _)| g)
+        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some(guard)), exported: Mutex::new(None), spec, name: Arc::clone(name), values }
     }
 
     fn finished(&self, py: Python<'_>) -> PyErr {
@@ -82,21 +87,67 @@ impl PyLoan {
             Err(e) => e,
         }
     }
+
+    /// Ends the loan. If its array (or anything made from it) is still referenced, the slot
+    /// stays pinned by the array's holder and the array becomes read-only.
+    fn end(&self, py: Python<'_>, how: End) -> PyResult<()> {
+        let Some(guard) = self.open.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return match how {
+                End::Commit => Err(self.finished(py)),
+                End::Abort => Ok(()),
+            };
+        };
+        let exported = self.exported.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // The loan holds one reference to the array and one to the holder, the array one to
+        // the holder: more means the caller, a pipe or a NumPy view still uses the memory.
+        let refs = |o: &Py<PyAny>| {
+            // SAFETY: `o` is a live object and the GIL is held; this only reads its count.
+            unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) }
+        };
+        let in_use = exported.as_ref().filter(|(array, holder)| refs(array) > 1 || refs(holder.as_any()) > 2);
+        let Some((array, holder)) = in_use else {
+            return match how {
+                End::Commit => guard.commit(&self.values.info()).map(drop).map_err(|e| CoreError(e).into()),
+                End::Abort => {
+                    drop(guard);
+                    Ok(())
+                }
+            };
+        };
+        // SAFETY: `array` is the ndarray this loan made (a live PyArrayObject, the GIL is held);
+        // clearing WRITEABLE only narrows what later code may do with it.
+        unsafe { (*array.as_ptr().cast::<PyArrayObject>()).fields.flags &= !NPY_ARRAY_WRITEABLE };
+        let pin = match how {
+            End::Commit => guard.commit_pinned(&self.values.info()).map_err(CoreError)?,
+            End::Abort => guard.abort_pinned(),
+        };
+        *holder.get().pin.lock().unwrap_or_else(|p| p.into_inner()) = Some(pin);
+        Ok(())
+    }
 }
 
 #[pymethods]
 impl PyLoan {
-    /// The writable array in shared memory (fill it, then commit). Do not use it after commit.
+    /// The writable array in shared memory (fill it, then commit). Made once per loan; after
+    /// the loan ends it is a read-only view of the published frame that keeps the slot pinned.
     #[getter]
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let base = match &*self.open.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some((_, base)) => base.clone_ref(py),
-            None => return Err(self.finished(py)),
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(guard) = &*open else {
+            return Err(self.finished(py));
         };
+        let mut exported = self.exported.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((array, _)) = &*exported {
+            return Ok(array.bind(py).clone());
+        }
+        let holder = Py::new(py, PyLoanSlot { _stream: Arc::clone(guard.stream()), pin: Mutex::new(None) })?;
         // SAFETY: `payload` is the claimed slot's frame bytes (frame_bytes long) inside the
-        // mapping that `base` keeps alive for as long as the array lives. Writes are allowed:
-        // the slot is claimed (no reader sees it) until commit.
-        unsafe { self.spec.wrap(py, self.payload, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, Some(base.into_any())) }
+        // mapping that `holder` (the array's base) keeps alive for as long as the array lives.
+        // Writes are allowed: the slot is claimed (no reader sees it) until the loan ends, and
+        // then the flag is cleared.
+        let array = unsafe { self.spec.wrap(py, self.payload, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, Some(holder.clone_ref(py).into_any()))? };
+        *exported = Some((array.clone().unbind(), holder));
+        Ok(array)
     }
 
     /// Sequence number the frame gets when committed.
@@ -106,16 +157,16 @@ impl PyLoan {
     }
 
     /// Publishes the frame (its sequence number is `seq`). Returns None: a returned int would
-    /// be one more allocation per frame, and `seq` is known from the claim on.
+    /// be one more allocation per frame, and `seq` is known from the claim on. The array stays
+    /// valid as a read-only, pinned view of the published frame while it is referenced.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        let guard = self.take_guard().ok_or_else(|| self.finished(py))?;
-        guard.commit(&self.values.info()).map_err(CoreError)?;
-        Ok(())
+        self.end(py, End::Commit)
     }
 
-    /// Discards the frame: readers never see it. Idempotent.
-    fn abort(&self) {
-        drop(self.take_guard());
+    /// Discards the frame: readers never see it. Idempotent. A still-referenced array keeps
+    /// the (empty) slot from reuse until it is gone.
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self.end(py, End::Abort)
     }
 
     fn __enter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -125,7 +176,7 @@ impl PyLoan {
     #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
     fn __exit__(&self, py: Python<'_>, exc_type: Option<&Bound<'_, PyAny>>, _exc: Option<&Bound<'_, PyAny>>, _tb: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         if exc_type.is_some_and(|t| !t.is_none()) {
-            self.abort();
+            self.abort(py)?;
         } else {
             self.commit(py)?;
         }
@@ -135,5 +186,17 @@ impl PyLoan {
     fn __repr__(&self) -> String {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner()).is_some();
         format!("<framebus.Loan {:?} seq={} {}>", self.name, self.seq, if open { "open" } else { "finished" })
+    }
+}
+
+impl Drop for PyLoan {
+    fn drop(&mut self) {
+        // A loan dropped unpublished is discarded now; if its array outlives it, the slot
+        // stays pinned for the array (an object being deallocated runs with the GIL held).
+        if self.open.get_mut().is_ok_and(|g| g.is_some()) {
+            Python::attach(|py| {
+                let _ = self.end(py, End::Abort);
+            });
+        }
     }
 }

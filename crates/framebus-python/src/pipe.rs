@@ -166,6 +166,16 @@ fn bury(_py: Python<'_>) {
     }
 }
 
+/// Releases the buffers of finished background writes on every descriptor (they are otherwise
+/// released at the next pipe()/sync() call). A stream write that waits for a free slot calls
+/// this: a loan's array handed to pipe() keeps its slot pinned until its buffer is released.
+pub fn release_finished(py: Python<'_>) {
+    bury(py);
+    for w in registry().all() {
+        w.reap(|k| k.release(py));
+    }
+}
+
 fn registry() -> &'static Registry<Held> {
     static PIPES: OnceLock<Registry<Held>> = OnceLock::new();
     PIPES.get_or_init(Registry::default)

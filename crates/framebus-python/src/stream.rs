@@ -1,7 +1,7 @@
 //! `framebus._native.Stream`: a handle on one stream. Copies run with the GIL released when the
 //! frame is large; every wait releases it and wakes at least every 100 ms to run signal handlers.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, StreamSpec};
@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::array::{data_ptr, DataPtr, FrameSpec};
 use crate::errors::{error_class, CoreError, SignalCheck};
 use crate::frame::PyFrame;
-use crate::loan::{LoanValues, PyLoan, PyMapping};
+use crate::loan::{LoanValues, PyLoan};
 
 /// Frames at least this large are copied with the GIL released.
 const DETACH_BYTES: usize = 256 * 1024;
@@ -28,8 +28,6 @@ type CreateArgs = (String, u32, Vec<u64>, u32, u32, u32, u32, bool);
 pub struct PyStream {
     name: Arc<str>,
     inner: RwLock<Option<Arc<framebus::Stream>>>,
-    /// Base object of loaned arrays (keeps the mapping alive for them), made on the first loan.
-    loan_base: Mutex<Option<Py<PyMapping>>>,
     spec: FrameSpec,
     slots: u32,
     meta_capacity: u32,
@@ -122,9 +120,18 @@ impl PyStream {
                 Err(Error::Timeout { .. }) => {}
                 r => return r.map_err(|e| CoreError(e).into()),
             }
+            // Finished pipe writes may still hold loan arrays (and so pin their slots):
+            // release them before waiting, and at every wake-up of the wait.
+            crate::pipe::release_finished(py);
         }
         let mut signals = SignalCheck::default();
-        let closed = || if self.closed() { Some(Python::attach(|py| self.handle(py).err())).flatten() } else { None };
+        let closed = || {
+            if self.closed() {
+                return Python::attach(|py| self.handle(py).err());
+            }
+            Python::attach(crate::pipe::release_finished);
+            None
+        };
         let result = py.detach(|| op(deadline, &mut || signals.check(closed)));
         signals.finish(result)
     }
@@ -220,7 +227,6 @@ impl PyStream {
             meta_capacity: spec.meta_capacity,
             mode: stream.mode(),
             inner: RwLock::new(Some(Arc::new(stream))),
-            loan_base: Mutex::new(None),
         })
     }
 
@@ -445,14 +451,7 @@ impl PyStream {
         let before = s.lock_recoveries();
         let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
         self.warn_recovered(py, &s, before)?;
-        let base = {
-            let mut slot = self.loan_base.lock().unwrap_or_else(|p| p.into_inner());
-            match &*slot {
-                Some(b) => b.clone_ref(py),
-                None => slot.insert(Py::new(py, PyMapping::new(s))?).clone_ref(py),
-            }
-        };
-        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), base, guard, values))
+Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
     }
 
     /// Waits until a frame newer than `after` exists; returns the newest sequence.
@@ -496,10 +495,11 @@ impl PyStream {
     /// Detaches this handle; idempotent. Memory stays mapped while views of it are alive.
     fn close(&self) {
         let taken = self.inner.write().unwrap_or_else(|p| p.into_inner()).take();
-        drop(self.loan_base.lock().unwrap_or_else(|p| p.into_inner()).take());
         if let Some(s) = &taken {
-            // Views may keep the core handle alive; the write lock must not wait for them.
+            // Views may keep the core handle alive; neither the write lock nor the writer (a
+            // lossless handle's backpressure) may wait for them: only their pins remain.
             s.release_all_holds();
+            s.end_backpressure();
         }
         drop(taken);
     }

@@ -62,6 +62,15 @@ pub enum Error {
     #[error("stream {name:?}: {what}")]
     LockState { name: String, what: &'static str },
 
+    /// The calling thread already has a claimed slot (an open loan) on this stream: a second
+    /// claim would give two frames one sequence number.
+    #[error("stream {name:?} already has an open loan in this thread (frame {seq}, not yet committed): commit or abort it (or leave its with block) before the next write() or loan(); another thread would wait for it")]
+    LoanOpen { name: String, seq: u64 },
+
+    /// The stream's sequence numbers are used up.
+    #[error("stream {name:?} has reached the largest sequence number ({max}); nothing was written: sequence numbers never wrap or repeat, so create a new stream (or unlink and recreate this one)")]
+    SequenceExhausted { name: String, max: u64 },
+
     /// Nothing has been written to the stream yet.
     #[error("stream {name:?} has no frame yet; wait with read_new() or write one first")]
     Empty { name: String },

@@ -74,6 +74,9 @@ pub mod mode {
     pub const LATEST: u32 = 0;
     /// The writer never overwrites a frame this reader has not consumed.
     pub const LOSSLESS: u32 = 1;
+    /// The handle was closed while views or loan exports of it still pin slots: it exerts no
+    /// backpressure; only its pins remain until the last view is gone.
+    pub const CLOSED: u32 = 2;
 }
 
 /// Segment header. Identity and geometry are immutable after `ready`; the rest are atomics.
@@ -176,7 +179,7 @@ pub struct SlotDesc {
 #[repr(C, align(64))]
 pub struct ReaderEntry {
     pub pid: AtomicU32,
-    /// `mode::LATEST` or `mode::LOSSLESS`.
+    /// `mode::LATEST`, `mode::LOSSLESS` or `mode::CLOSED`.
     pub mode: AtomicU32,
     /// Start time of the process (0 while being set).
     pub start: AtomicU64,

@@ -48,6 +48,17 @@ impl Stream {
         true
     }
 
+    /// Pins `slot`, which this handle has claimed for writing (the write lock is held and the
+    /// slot is in `WRITING` state, so no other writer can take it; the pin bit is visible to
+    /// every later claim, which happens under the lock after this thread releases it).
+    pub(super) fn pin_own_claim(&self, slot: u32) {
+        let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        if pins[slot as usize] == 0 {
+            self.my_entry().pinned.fetch_or(1 << slot, Ordering::SeqCst);
+        }
+        pins[slot as usize] += 1;
+    }
+
     /// Drops one pin of `slot`.
     pub(super) fn unpin(&self, slot: u32) {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
@@ -335,6 +346,17 @@ pub struct Pinned {
 }
 
 impl Pinned {
+    /// A pin this handle already holds on `slot` (taken by `pin` or `pin_own_claim`), released
+    /// when the value is dropped. `seq` 0 means the slot holds no frame (a discarded loan).
+    pub(super) fn new(stream: Arc<Stream>, slot: u32, seq: u64) -> Pinned {
+        Pinned { stream, slot, seq }
+    }
+
+    /// Sequence number of the pinned frame (0: an empty slot kept for a discarded loan).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
     /// The frame's record and bytes (in the read-write mapping).
     pub fn frame(&self) -> FrameRef<'_> {
         self.stream.frame_ref(self.slot, self.seq)

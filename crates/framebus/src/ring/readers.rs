@@ -70,6 +70,22 @@ impl Stream {
         self.wake_writer();
     }
 
+    /// Ends this handle's say over the writer when it is closed while views or loan exports
+    /// of it still pin slots (they keep the core handle, and so its entry, alive): a lossless
+    /// handle stops holding frames back at once, and the entry is marked `CLOSED`; only the
+    /// pins of views still alive remain, and the entry is freed when the last one goes.
+    pub fn end_backpressure(&self) {
+        if self.entry == u32::MAX {
+            return;
+        }
+        let e = self.my_entry();
+        if e.pid.load(Ordering::Acquire) != ProcessId::current().pid {
+            return;
+        }
+        e.mode.store(mode::CLOSED, Ordering::SeqCst);
+        self.wake_writer();
+    }
+
     /// Entries in use: (index, process).
     pub fn attached(&self) -> Vec<(u32, ProcessId)> {
         let hwm = self.readers_hwm();

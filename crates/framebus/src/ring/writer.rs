@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::handle::{now_ns, Stream};
+use super::reader::Pinned;
 use super::layout::{published, slot_state, state_seq, unpack_published, MAX_SEQ, WRITING};
 use super::protocol;
 use crate::error::{Error, Result};
@@ -148,10 +149,27 @@ impl Stream {
     }
 
     fn claim_for_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
-        self.acquire(deadline, check)?;
+        let how = self.acquire(deadline, check)?;
+        // One claim at a time: only the lock holder claims, and a fresh hold found no claim in
+        // progress (abandoned ones are repaired), so a slot still being written under a
+        // re-entrant hold is this thread's own open loan. A second claim would take the same
+        // sequence number.
+        if how == Acquired::Reentrant {
+            if let Some(seq) = self.open_claim() {
+                let _ = self.release();
+                return Err(Error::LoanOpen { name: self.name.clone(), seq });
+            }
+        }
         self.claim_slot(deadline, check).inspect_err(|_| {
             let _ = self.release();
         })
+    }
+
+    /// The sequence number of the frame a slot in `WRITING` state is being filled for, if any
+    /// slot is (call with the write lock held).
+    fn open_claim(&self) -> Option<u64> {
+        let writing = (0..self.geometry.slot_count).any(|i| self.slot(i).state.load(Ordering::SeqCst) & WRITING != 0);
+        writing.then(|| self.latest_seq().saturating_add(1))
     }
 
     fn claim_slot(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
@@ -247,8 +265,11 @@ impl Stream {
                 self.geometry.meta_capacity
             )));
         }
+        let latest = unpack_published(self.header().published.load(Ordering::SeqCst)).0;
+        if info.seq.is_none() && latest >= MAX_SEQ {
+            return Err(Error::SequenceExhausted { name: self.name.clone(), max: MAX_SEQ });
+        }
         if let Some(seq) = info.seq {
-            let latest = unpack_published(self.header().published.load(Ordering::SeqCst)).0;
             if seq > MAX_SEQ {
                 return Err(Error::InvalidArgument(format!("sequence number {seq} exceeds the largest a stream keeps, {MAX_SEQ}")));
             }
@@ -272,6 +293,11 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         unsafe { std::slice::from_raw_parts_mut(self.stream.payload(self.slot), len) }
     }
 
+    /// The handle the slot was claimed through.
+    pub fn stream(&self) -> &S {
+        &self.stream
+    }
+
     /// Raw pointer to the payload (for loans that outlive a Rust borrow).
     pub fn payload_ptr(&self) -> *mut u8 {
         self.stream.payload(self.slot)
@@ -290,10 +316,28 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
     /// Publishes the frame with its timestamp, id, metadata and (if given) sequence number;
     /// returns its sequence number. An invalid `info` discards the frame.
     pub fn commit(mut self, info: &FrameInfo<'_>) -> Result<u64> {
+        self.publish(info)
+    }
+
+    fn publish(&mut self, info: &FrameInfo<'_>) -> Result<u64> {
         let s = &*self.stream;
         // The write lock is held since the claim, so the newest frame checked here stays the newest.
         s.check_frame(s.geometry.frame_bytes as usize, info)?;
-        let seq = info.seq.unwrap_or(self.seq);
+        // Re-check the number this frame gets: it must be the one after the newest (one claim
+        // at a time makes that the number given at the claim); never a repeat.
+        let seq = match info.seq {
+            Some(seq) => seq,
+            None => {
+                let next = s.latest_seq() + 1;
+                if next != self.seq {
+                    return Err(Error::InvalidArgument(format!(
+                        "stream {:?}: the frame claimed as sequence {} would be published as {next}; it was discarded",
+                        s.name, self.seq
+                    )));
+                }
+                next
+            }
+        };
         let h = s.header();
         let desc = s.slot(self.slot);
         // SAFETY: metadata lives after the frame bytes inside this claimed slot's stride
@@ -328,6 +372,38 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         self.done = true;
         let _ = s.release_as(self.token);
         Ok(seq)
+    }
+}
+
+impl WriteGuard<Arc<Stream>> {
+    /// Publishes the frame like `commit` and keeps its slot pinned by this handle until the
+    /// returned `Pinned` is dropped: for a loan whose arrays are still referenced (handed to a
+    /// pipe, kept by the caller), so the ring never reuses the slot under them. The pin is set
+    /// before the frame is published and the lock released, so no writer can claim the slot in
+    /// between. On error the frame is discarded and nothing stays pinned.
+    pub fn commit_pinned(mut self, info: &FrameInfo<'_>) -> Result<Pinned> {
+        let stream = Arc::clone(&self.stream);
+        stream.pin_own_claim(self.slot);
+        let slot = self.slot;
+        match self.publish(info) {
+            Ok(seq) => Ok(Pinned::new(stream, slot, seq)),
+            Err(e) => {
+                drop(self);
+                stream.unpin(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// Discards the frame like dropping the guard, but keeps the (now empty) slot pinned until
+    /// the returned `Pinned` is dropped, so memory still referenced by the caller is not
+    /// rewritten by a later frame while it is in use.
+    pub fn abort_pinned(self) -> Pinned {
+        let stream = Arc::clone(&self.stream);
+        let slot = self.slot;
+        stream.pin_own_claim(slot);
+        drop(self);
+        Pinned::new(stream, slot, 0)
     }
 }
 

@@ -1,0 +1,105 @@
+//! One claim at a time, pinned commits and aborts, the end of the sequence range, and closed
+//! handles that stop holding the writer back (issue #21's state machine, without Python).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, Stream, StreamSpec, MAX_SEQ};
+
+struct Name(String);
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        let _ = framebus::unlink(&self.0);
+    }
+}
+
+fn stream(tag: &str, slots: u32) -> (Name, Arc<Stream>) {
+    let name = Name(format!("claims-{tag}-{}", std::process::id()));
+    let mut spec = StreamSpec::new("|u1", 1, vec![8]);
+    spec.slots = slots;
+    let s = Stream::create(&name.0, &spec, &CreateOptions::default()).unwrap();
+    (name, Arc::new(s))
+}
+
+fn soon() -> Deadline {
+    Deadline::after(Some(Duration::from_millis(200)))
+}
+
+fn write(s: &Stream, byte: u8) -> Result<u64, Error> {
+    s.write(&[byte; 8], &FrameInfo::default(), soon(), &mut || true)
+}
+
+#[test]
+fn a_second_claim_in_the_same_thread_is_refused() {
+    let (_n, s) = stream("second", 4);
+    let mut g = s.begin_loan(soon(), &mut || true).unwrap();
+    assert_eq!(g.seq(), 1);
+    assert!(matches!(s.begin_loan(soon(), &mut || true), Err(Error::LoanOpen { seq: 1, .. })));
+    assert!(matches!(write(&s, 9), Err(Error::LoanOpen { .. })));
+    // An explicit hold of the lock is not a claim: write() under it is fine once the loan ends.
+    g.payload_mut().fill(3);
+    assert_eq!(g.commit(&FrameInfo::default()).unwrap(), 1);
+    s.acquire(soon(), &mut || true).unwrap();
+    assert_eq!(write(&s, 4).unwrap(), 2);
+    s.release().unwrap();
+    assert!(!s.lock_held());
+}
+
+#[test]
+fn a_pinned_commit_keeps_its_slot_until_dropped() {
+    let (_n, s) = stream("pinned", 2);
+    let mut g = s.begin_loan(soon(), &mut || true).unwrap();
+    g.payload_mut().fill(7);
+    let kept = g.commit_pinned(&FrameInfo::default()).unwrap();
+    assert_eq!(kept.seq(), 1);
+    // Slot A (kept, frame 1) is pinned; slot B takes frame 2; frame 3 has nowhere to go.
+    assert_eq!(write(&s, 8).unwrap(), 2);
+    assert!(matches!(write(&s, 9), Err(Error::Timeout { .. })));
+    assert_eq!(kept.frame().payload, &[7; 8]);
+    drop(kept);
+    assert_eq!(write(&s, 9).unwrap(), 3);
+}
+
+#[test]
+fn a_pinned_abort_keeps_the_empty_slot_until_dropped() {
+    let (_n, s) = stream("abort", 2);
+    write(&s, 1).unwrap();
+    let g = s.begin_loan(soon(), &mut || true).unwrap();
+    let kept = g.abort_pinned();
+    assert_eq!(kept.seq(), 0);
+    assert!(!s.lock_held());
+    // The newest frame's slot and the kept slot: nothing free.
+    assert!(matches!(write(&s, 2), Err(Error::Timeout { .. })));
+    drop(kept);
+    assert_eq!(write(&s, 2).unwrap(), 2);
+}
+
+#[test]
+fn the_end_of_the_sequence_range_is_refused() {
+    let (_n, s) = stream("end", 4);
+    let info = FrameInfo { seq: Some(MAX_SEQ), ..FrameInfo::default() };
+    assert_eq!(s.write(&[1; 8], &info, soon(), &mut || true).unwrap(), MAX_SEQ);
+    assert!(matches!(write(&s, 2), Err(Error::SequenceExhausted { .. })));
+    // A claim does not know yet which number it will get; its commit is refused and discards it.
+    let g = s.begin_loan(soon(), &mut || true).unwrap();
+    assert!(matches!(g.commit(&FrameInfo::default()), Err(Error::SequenceExhausted { .. })));
+    assert_eq!(s.latest_seq(), MAX_SEQ);
+    assert!(!s.lock_held());
+}
+
+#[test]
+fn a_closed_lossless_handle_stops_backpressure_and_keeps_its_pin() {
+    let (n, s) = stream("closed", 3);
+    write(&s, 1).unwrap();
+    let reader = Arc::new(Stream::open(&n.0, ReaderMode::Lossless).unwrap());
+    write(&s, 2).unwrap();
+    let view = reader.wait_pinned(soon(), &mut || true).unwrap();
+    assert_eq!(view.seq(), 2);
+    reader.end_backpressure();
+    drop(reader); // the view keeps the core handle alive
+    for i in 3..20 {
+        write(&s, i).unwrap();
+    }
+    assert_eq!(view.frame().payload, &[2; 8]);
+}
