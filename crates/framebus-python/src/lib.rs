@@ -7,9 +7,11 @@ use pyo3::types::PyDict;
 mod array;
 mod errors;
 mod frame;
+mod frame_arrays;
 mod loan;
 mod pipe;
 mod stream;
+mod stream_variable;
 
 use errors::CoreError;
 

@@ -1,0 +1,106 @@
+//! The variable-shape half of `framebus._native.Stream`: writes of arrays, dicts and byte
+//! payloads, copies and views of frames that carry their own table, and loans laid out per
+//! frame. `stream.rs` calls in here only for streams created with a capacity.
+
+use std::sync::Arc;
+
+use framebus::ring::frame_table::{ArraySpec, FrameTable};
+use framebus::{Deadline, Error, FrameInfo, Pinned};
+use pyo3::prelude::*;
+
+use crate::array::{data_ptr, DataPtr};
+use crate::errors::CoreError;
+use crate::frame::PyFrame;
+use crate::frame_arrays::{self, Parts};
+use crate::loan::{LoanValues, PyLoan};
+use crate::stream::{FrameRecord, PyStream, DETACH_BYTES};
+
+impl PyStream {
+    /// Lays out a frame of `arrays` (checked against every limit; nothing claimed yet).
+    fn plan(&self, s: &framebus::Stream, arrays: &[ArraySpec<'_>], named: bool, codec: Option<&str>) -> PyResult<FrameTable> {
+        Ok(s.plan_frame(arrays, named, codec.unwrap_or("")).map_err(CoreError)?)
+    }
+
+    /// Copies `value` (an array, a dict of arrays, or a byte payload) into the next slot with
+    /// its own table. Everything is checked before a slot is claimed.
+    pub(crate) fn write_variable(&self, py: Python<'_>, s: &Arc<framebus::Stream>, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, codec: Option<&str>, deadline: Deadline) -> PyResult<()> {
+        let (parts, named) = frame_arrays::source(py, value, &self.name)?;
+        let table = self.plan(s, &frame_arrays::specs(&parts), named, codec)?;
+        s.check_frame(s.geometry().frame_bytes as usize, info).map_err(CoreError)?;
+        let ptrs: Vec<(DataPtr, usize)> = parts.iter().zip(&table.arrays).map(|(p, a)| (data_ptr(&p.array), a.nbytes as usize)).collect();
+        let heavy = table.data_end as usize >= DETACH_BYTES;
+        self.blocking(py, deadline, heavy, |d, check| {
+            // SAFETY: each pointer is the data of a C-contiguous array of `n` bytes kept alive
+            // by `parts` for the whole call.
+            let data: Vec<&[u8]> = ptrs.iter().map(|&(p, n)| unsafe { std::slice::from_raw_parts(p.get() as *const u8, n) }).collect();
+            s.write_arrays(&table, &data, info, d, check)
+        })?;
+        Ok(())
+    }
+
+    /// Writes an empty byte payload (what `clear()` means without a fixed shape).
+    pub(crate) fn clear_variable(&self, py: Python<'_>, s: &Arc<framebus::Stream>, deadline: Deadline) -> PyResult<()> {
+        let table = self.plan(s, &[ArraySpec { name: "", dtype: "|u1", shape: &[0], bytes: true }], false, None)?;
+        let info = FrameInfo { frame_id: Some(0), ..FrameInfo::default() };
+        self.blocking(py, deadline, false, |d, check| s.write_arrays(&table, &[&[]], &info, d, check))?;
+        Ok(())
+    }
+
+    /// The Python side of a pinned frame's table (CorruptStreamError for a damaged one).
+    fn parts_of(&self, py: Python<'_>, s: &framebus::Stream, pinned: &Pinned) -> PyResult<Parts> {
+        let table = s.frame_table(&pinned.frame()).map_err(CoreError)?;
+        Parts::from_table(py, &self.descrs, &table)
+    }
+
+    /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
+    /// into `out` when given; None before the first frame (for `read`).
+    pub(crate) fn read_variable<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+        let s = self.handle(py)?;
+        let deadline = crate::stream::deadline(py, timeout)?;
+        let pinned = if new {
+            self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?
+        } else {
+            match s.pin_latest() {
+                Ok(p) => p,
+                Err(Error::Empty { .. }) => return Ok((py.None().into_bound(py), with_info.then(|| (0, 0, 0, Vec::new())))),
+                Err(e) => return Err(CoreError(e).into()),
+            }
+        };
+        let parts = self.parts_of(py, &s, &pinned)?;
+        let f = pinned.frame();
+        let value = parts.copy_out(py, f.payload.as_ptr(), out, &self.name, f.seq)?;
+        let info = with_info.then(|| (f.seq, f.timestamp_ns, f.frame_id, f.meta.to_vec()));
+        Ok((value, info))
+    }
+
+    /// A view of a pinned frame of this stream.
+    pub(crate) fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyFrame> {
+        let parts = self.parts_of(py, s, &pinned)?;
+        Ok(PyFrame::with_parts(py, &self.name, parts, pinned))
+    }
+
+    /// A loan laid out per frame: `shape`+`dtype` (one array), `nbytes` (a byte payload) or
+    /// `arrays` (a dict of named arrays). The table is written at the claim.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn loan_variable(
+        &self,
+        py: Python<'_>,
+        s: &Arc<framebus::Stream>,
+        layout: frame_arrays::LoanLayout,
+        codec: Option<&str>,
+        values: LoanValues,
+        deadline: Deadline,
+    ) -> PyResult<Py<PyLoan>> {
+        let (arrays, named) = layout;
+        let specs: Vec<ArraySpec<'_>> = arrays.iter().map(|(n, d, sh, b)| ArraySpec { name: n, dtype: d, shape: sh, bytes: *b }).collect();
+        let table = self.plan(s, &specs, named, codec)?;
+        s.check_frame(s.geometry().frame_bytes as usize, &values.info()).map_err(CoreError)?;
+        let parts = Parts::from_table(py, &self.descrs, &table)?;
+        let before = s.lock_recoveries();
+        let mut guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
+        guard.write_table(&table);
+        self.warn_recovered(py, s, before)?;
+        let spec = parts.parts[0].spec.clone_ref(py);
+        Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts))
+    }
+}
