@@ -286,11 +286,13 @@ def create(
             "GPU streams (gpu_device=, cpu_mirror=) are not available in this version of framebus; "
             "create a CPU stream and copy tensors with tensor.cpu().numpy()"
         )
-    if (shape is None) == (capacity is None):
-        raise InvalidArgumentError(
-            "give either shape= (every frame has that shape and dtype) or capacity= (bytes per frame; "
-            "each frame has its own shape and dtype), not both and not neither"
+    if shape is None and capacity is None:
+        raise TypeError(
+            "create() needs shape= (every frame has that shape and dtype) or capacity= (bytes per frame; "
+            "each frame has its own shape and dtype)"
         )
+    if shape is not None and capacity is not None:
+        raise InvalidArgumentError("give either shape= or capacity=, not both")
     variable = capacity is not None
     if variable:
         if size is not None:

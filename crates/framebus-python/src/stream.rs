@@ -529,7 +529,7 @@ impl PyStream {
         self.refuse_layout(py, nbytes.is_some() || arrays.is_some() || codec.is_some(), "nbytes=, arrays= and codec=")?;
         if shape.is_some() || dtype.is_some() {
             let layout = crate::frame_arrays::loan_layout(py, shape, dtype, None, None)?;
-            let (shape_ok, dtype_ok) = (layout.0[0].2.iter().map(|&d| d as usize).eq(self.spec.shape.iter().copied()), dtype.is_none() || layout.0[0].1 == self.spec.dtype.bind(py).str()?.to_string());
+            let (shape_ok, dtype_ok) = (layout.0[0].2.iter().map(|&d| d as usize).eq(self.spec.shape.iter().copied()), dtype.is_none() || layout.0[0].1 == self.spec.dtype.bind(py).getattr("str")?.extract::<String>()?);
             if !(shape_ok || shape.is_none()) || !dtype_ok {
                 return Err(PyErr::from_type(
                     error_class(py, "InvalidArgumentError")?,
