@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -294,12 +294,13 @@ def create(
     if shape is not None and capacity is not None:
         raise InvalidArgumentError("give either shape= or capacity=, not both")
     variable = capacity is not None
+    dims: Tuple[int, ...]
     if variable:
         if size is not None:
             raise InvalidArgumentError("size= cross-checks a fixed shape; a stream created with capacity= takes no size")
         dims, dt = (parse_capacity(capacity),), np.dtype(np.uint8)
     else:
-        dims = normalize_shape(shape)
+        dims = normalize_shape(shape)  # type: ignore[arg-type]  # not None: checked above
         dt = normalize_dtype(dtype)
     nbytes = int(np.prod(dims, dtype=object)) * dt.itemsize
     if size is not None and operator.index(size) != nbytes:

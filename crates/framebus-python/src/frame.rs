@@ -132,6 +132,13 @@ impl PyFrame {
         st.array = Some(array.clone().unbind());
         Ok(array)
     }
+
+    /// The pin holder of the frame's arrays (made with them).
+    fn holder(&self, py: Python<'_>) -> PyResult<Py<PyPin>> {
+        self.make_array(py)?;
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.holder.as_ref().map(|h| h.clone_ref(py)).ok_or_else(|| self.released_error(py))
+    }
 }
 
 #[pymethods]
@@ -195,6 +202,19 @@ impl PyFrame {
     #[getter]
     fn is_bytes(&self) -> bool {
         self.parts.as_ref().and_then(|p| p.single()).is_some_and(|p| p.bytes)
+    }
+
+    /// The frame's bytes as stored (for a variable-shape stream: its table, then its arrays),
+    /// a read-only uint8 array over the pinned slot (zero-copy). For bridges, which send frames
+    /// as they are; readers use ``array``/``arrays``.
+    #[getter]
+    fn _raw<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let holder = self.holder(py)?;
+        let (ptr, len) = self.with_pinned(py, |p| p.read_only_payload())?.map_err(CoreError)?;
+        let spec = crate::array::FrameSpec::new(py, "|u1", &[len as u64])?;
+        // SAFETY: `ptr`/`len` are the pinned frame's bytes in the read-only mapping, kept
+        // mapped and unchanged by the pin that `holder` (the array's base) owns; read-only flags.
+        unsafe { spec.wrap(py, ptr as *mut u8, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, Some(holder.into_any())) }
     }
 
     /// Codec of an encoded packet (``write(..., codec=)``), None for none.

@@ -396,6 +396,31 @@ impl PyStream {
         self.warn_recovered(py, &s, before)
     }
 
+    /// Writes a frame of a variable-shape stream given whole, table first, as `Frame._raw`
+    /// shows it (a bridge's receiving end). The table is validated against this stream's
+    /// capacity first (InvalidArgumentError naming the problem; nothing written). One copy.
+    #[pyo3(signature = (data, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
+        let s = self.handle(py)?;
+        let buf = PyBuffer::<u8>::get(data)?;
+        if !buf.is_c_contiguous() {
+            return Err(PyTypeError::new_err("_write_raw takes a contiguous bytes-like object"));
+        }
+        let (ptr, len) = (DataPtr(buf.buf_ptr().cast()), buf.len_bytes());
+        let meta = meta_of(py, meta)?;
+        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
+        let deadline = deadline(py, timeout)?;
+        let before = s.lock_recoveries();
+        self.blocking(py, deadline, len >= DETACH_BYTES, |d, check| {
+            // SAFETY: `buf` (alive for the whole call) exports `len` contiguous bytes at `ptr`.
+            let bytes = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, len) };
+            s.write_raw_frame(bytes, &info, d, check)
+        })?;
+        self.warn_recovered(py, &s, before)
+    }
+
     /// Writes a frame of zeros.
     #[pyo3(signature = (*, timeout = None))]
     fn clear(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {

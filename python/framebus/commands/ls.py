@@ -42,8 +42,9 @@ def rows() -> list:
         out.append(
             {
                 "name": str(s),
-                "shape": "x".join(map(str, s.shape)) if s.shape else "?",
-                "dtype": s.dtype or "?",
+                # A variable-shape stream has no shape: each frame has its own, up to its capacity.
+                "shape": f"any, {human_bytes(s.capacity or 0)}/frame" if s.variable else "x".join(map(str, s.shape)) if s.shape else "?",
+                "dtype": "any" if s.variable else s.dtype or "?",
                 "slots": s.slots if s.slots is not None else "?",
                 "writer": status,
                 "readers": f"{s.attached}" + (f" ({s.lossless} lossless)" if s.lossless else ""),
