@@ -41,7 +41,7 @@ pub struct PyFrame {
     frame_id: i64,
     spec: FrameSpec,
     /// The frame's own arrays (variable-shape streams); None: one array of `spec`.
-    parts: Option<Parts>,
+    parts: Option<Arc<Parts>>,
 }
 
 impl PyFrame {
@@ -62,7 +62,7 @@ impl PyFrame {
     }
 
     /// Wraps a pinned frame of a variable-shape stream, with the arrays its table describes.
-    pub fn with_parts(py: Python<'_>, name: &Arc<str>, parts: Parts, pinned: Pinned) -> PyFrame {
+    pub fn with_parts(py: Python<'_>, name: &Arc<str>, parts: Arc<Parts>, pinned: Pinned) -> PyFrame {
         let spec = parts.parts[0].spec.clone_ref(py);
         PyFrame { parts: Some(parts), ..PyFrame::new(py, name, &spec, pinned) }
     }

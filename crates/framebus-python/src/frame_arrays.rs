@@ -3,7 +3,7 @@
 //! hands back for a frame's table (an array, a dict, or bytes). Fixed-shape streams never come
 //! here. The layout and its checks live in the core (`framebus::ring::frame_table`).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use framebus::ring::frame_table::{ArraySpec, FrameTable};
 use numpy::npyffi::npy_intp;
@@ -36,6 +36,65 @@ impl DescrCache {
         }
         cache.push((dtype.to_owned(), descr.clone().unbind()));
         Ok(descr)
+    }
+}
+
+/// The last frame table read through a handle (its raw bytes) and its Python side: frames of the
+/// same layout as the one before (the common case) skip decoding and building dtypes and shapes.
+/// A hit needs the same bytes, which the first decode validated against the same slot size.
+#[derive(Default)]
+pub struct ReadCache(Mutex<Option<(Vec<u8>, Arc<Parts>)>>);
+
+impl ReadCache {
+    /// The arrays of the frame whose payload is `payload`: the cached ones when its table is
+    /// byte for byte the last one, else `decode()`d (and cached).
+    pub fn parts(&self, py: Python<'_>, descrs: &DescrCache, payload: &[u8], decode: impl FnOnce() -> PyResult<FrameTable>) -> PyResult<Arc<Parts>> {
+        let raw = raw_table(payload);
+        if let Some(raw) = raw {
+            if let Some((bytes, parts)) = &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+                if bytes.as_slice() == raw {
+                    return Ok(Arc::clone(parts));
+                }
+            }
+        }
+        let parts = Arc::new(Parts::from_table(py, descrs, &decode()?)?);
+        if let Some(raw) = raw {
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((raw.to_vec(), Arc::clone(&parts)));
+        }
+        Ok(parts)
+    }
+}
+
+/// The encoded table at the start of `payload` (header and its entries) when its count is in
+/// range and its recorded end lies inside `payload`; None otherwise (then it is decoded).
+fn raw_table(payload: &[u8]) -> Option<&[u8]> {
+    let word = |at: usize, n: usize| payload.get(at..at + n);
+    let count = u32::from_ne_bytes(word(4, 4)?.try_into().ok()?) as usize;
+    let end = u64::from_ne_bytes(word(16, 8)?.try_into().ok()?);
+    if count == 0 || count > framebus::ring::frame_table::MAX_ARRAYS || end > payload.len() as u64 {
+        return None;
+    }
+    payload.get(..128 + 128 * count)
+}
+
+/// The table of the last single-array layout (dtype object, shape, byte flag, codec) a handle
+/// wrote or loaned, and the Python side of it for loans: a frame of the same layout as the one
+/// before skips planning. The dtype is held, so its address cannot be reused by another.
+#[derive(Default)]
+pub struct LayoutCache(Mutex<Option<(Py<PyArrayDescr>, Vec<u64>, bool, Arc<FrameTable>, Option<Arc<Parts>>)>>);
+
+impl LayoutCache {
+    /// The cached table (and parts) for one array of `descr` and `shape`, if it is the last one.
+    pub fn get(&self, descr: &Bound<'_, PyArrayDescr>, shape: &[u64], bytes: bool) -> Option<(Arc<FrameTable>, Option<Arc<Parts>>)> {
+        match &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((d, sh, b, t, parts)) if d.as_ptr() == descr.as_ptr() && sh.as_slice() == shape && *b == bytes => Some((Arc::clone(t), parts.clone())),
+            _ => None,
+        }
+    }
+
+    /// Remembers the layout of one array.
+    pub fn put(&self, descr: &Bound<'_, PyArrayDescr>, shape: &[u64], bytes: bool, table: Arc<FrameTable>, parts: Option<Arc<Parts>>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some((descr.clone().unbind(), shape.to_vec(), bytes, table, parts));
     }
 }
 
@@ -144,6 +203,22 @@ impl Parts {
     /// bytes for a byte payload; into `out` (an array, or a dict of arrays for a dict frame)
     /// when given.
     pub fn copy_out<'py>(&self, py: Python<'py>, base: *const u8, out: Option<&Bound<'py, PyAny>>, stream: &str, seq: u64) -> PyResult<Bound<'py, PyAny>> {
+        if let (Some(p), Some(o)) = (self.single(), out) {
+            // One array into `out`: the common case, without the bookkeeping below.
+            let arr = destination(py, p, o).map_err(|why| out_error(py, stream, seq, &why, self))?;
+            let (dst, n) = (data_ptr(&arr), p.spec.frame_bytes);
+            // SAFETY: the validated table puts the part inside the pinned slot.
+            let src = DataPtr(unsafe { base.add(p.offset) } as *mut u8);
+            // SAFETY: dst is `out`'s C-contiguous buffer of n bytes (checked), alive for the
+            // call; src lies in the pinned slot.
+            let copy = move || unsafe { std::ptr::copy_nonoverlapping(src.get(), dst.get(), n) };
+            if n >= DETACH_BYTES {
+                py.detach(copy);
+            } else {
+                copy();
+            }
+            return Ok(o.clone());
+        }
         let mut copies: Vec<(DataPtr, DataPtr, usize)> = Vec::with_capacity(self.parts.len());
         let mut values: Vec<Bound<'py, PyAny>> = Vec::with_capacity(self.parts.len());
         let mut total = 0usize;
@@ -219,7 +294,7 @@ fn out_error(py: Python<'_>, stream: &str, seq: u64, why: &str, parts: &Parts) -
 
 /// NumPy `dtype.str` of a plain number dtype, None for anything else (objects, records,
 /// strings, subarrays).
-fn number_dtype_str(descr: &Bound<'_, PyArrayDescr>) -> Option<String> {
+pub fn number_dtype_str(descr: &Bound<'_, PyArrayDescr>) -> Option<String> {
     if descr.has_object() || descr.has_fields() || descr.has_subarray() || !b"biufc".contains(&descr.kind()) {
         return None;
     }

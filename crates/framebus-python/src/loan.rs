@@ -47,7 +47,7 @@ pub struct PyLoan {
     /// The sequence number the frame gets: the explicit one, or the next one.
     seq: u64,
     /// The frame's own arrays (variable-shape streams; its table is already in the slot).
-    parts: Option<Parts>,
+    parts: Option<Arc<Parts>>,
 }
 
 /// The per-frame values given to loan(), attached to the frame at commit.
@@ -85,7 +85,7 @@ impl PyLoan {
     }
 
     /// Lays the loan out as `parts` (a variable-shape frame whose table the slot holds).
-    pub fn with_parts(mut self, parts: Parts) -> PyLoan {
+    pub fn with_parts(mut self, parts: Arc<Parts>) -> PyLoan {
         self.parts = Some(parts);
         self
     }

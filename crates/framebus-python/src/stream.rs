@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::array::{data_ptr, DataPtr, FrameSpec};
 use crate::errors::{error_class, CoreError, SignalCheck};
 use crate::frame::PyFrame;
-use crate::frame_arrays::DescrCache;
+use crate::frame_arrays::{DescrCache, LayoutCache, ReadCache};
 use crate::loan::{LoanValues, PyLoan};
 
 /// Frames at least this large are copied with the GIL released.
@@ -34,6 +34,11 @@ pub struct PyStream {
     variable: bool,
     /// dtypes of variable-shape frames, built once per dtype string.
     pub(crate) descrs: DescrCache,
+    /// The last frame table read and its arrays (variable-shape streams).
+    pub(crate) read_cache: ReadCache,
+    /// The last single-array layouts written and loaned (variable-shape streams).
+    pub(crate) write_layout: LayoutCache,
+    pub(crate) loan_layout: LayoutCache,
     slots: u32,
     meta_capacity: u32,
     mode: ReaderMode,
@@ -244,6 +249,9 @@ impl PyStream {
             mode: stream.mode(),
             variable: spec.variable,
             descrs: DescrCache::default(),
+            read_cache: ReadCache::default(),
+            write_layout: LayoutCache::default(),
+            loan_layout: LayoutCache::default(),
             inner: RwLock::new(Some(Arc::new(stream))),
         })
     }
@@ -548,8 +556,8 @@ impl PyStream {
         let meta = meta_of(py, meta)?.as_slice().to_vec();
         let values = LoanValues { frame_id, meta, timestamp_ns, seq };
         if self.variable {
-            let layout = crate::frame_arrays::loan_layout(py, shape, dtype, nbytes, arrays)?;
-            return self.loan_variable(py, &s, layout, codec, values, deadline(py, timeout)?);
+            let layout = self.loan_table(py, &s, (shape, dtype, nbytes, arrays), codec)?;
+            return self.loan_variable(py, &s, layout, values, deadline(py, timeout)?);
         }
         self.refuse_layout(py, nbytes.is_some() || arrays.is_some() || codec.is_some(), "nbytes=, arrays= and codec=")?;
         if shape.is_some() || dtype.is_some() {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use framebus::ring::frame_table::{ArraySpec, FrameTable};
 use framebus::{Deadline, Error, FrameInfo, Pinned};
+use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::array::{data_ptr, DataPtr};
@@ -21,9 +22,47 @@ impl PyStream {
         Ok(s.plan_frame(arrays, named, codec.unwrap_or("")).map_err(CoreError)?)
     }
 
+    /// The table of one array of `descr` and `shape` (a byte payload when `bytes`): the last
+    /// one when the layout is the same (no planning), else planned and remembered. None when
+    /// the dtype is not a plain number type or there are too many dimensions (the slow path
+    /// then says what is wrong).
+    fn single_table(&self, s: &framebus::Stream, cache: &frame_arrays::LayoutCache, descr: &Bound<'_, PyArrayDescr>, shape: &[u64], bytes: bool) -> PyResult<Option<Arc<FrameTable>>> {
+        if let Some((table, _)) = cache.get(descr, shape, bytes) {
+            return Ok(Some(table));
+        }
+        let Some(dtype) = frame_arrays::number_dtype_str(descr) else { return Ok(None) };
+        if shape.len() > framebus::ring::layout::MAX_NDIM {
+            return Ok(None);
+        }
+        let table = Arc::new(self.plan(s, &[ArraySpec { name: "", dtype: &dtype, shape, bytes }], false, None)?);
+        cache.put(descr, shape, bytes, Arc::clone(&table), None);
+        Ok(Some(table))
+    }
+
     /// Copies `value` (an array, a dict of arrays, or a byte payload) into the next slot with
     /// its own table. Everything is checked before a slot is claimed.
     pub(crate) fn write_variable(&self, py: Python<'_>, s: &Arc<framebus::Stream>, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, codec: Option<&str>, deadline: Deadline) -> PyResult<()> {
+        if let (Ok(arr), None) = (value.cast::<PyUntypedArray>(), codec) {
+            // One C-contiguous array of the layout written last time: no planning, no allocation.
+            let dims = arr.shape();
+            if arr.is_c_contiguous() && dims.len() <= framebus::ring::layout::MAX_NDIM {
+                let mut shape = [0u64; framebus::ring::layout::MAX_NDIM];
+                for (d, &n) in shape.iter_mut().zip(dims) {
+                    *d = n as u64;
+                }
+                if let Some(table) = self.single_table(s, &self.write_layout, &arr.dtype(), &shape[..dims.len()], false)? {
+                    s.check_frame(s.geometry().frame_bytes as usize, info).map_err(CoreError)?;
+                    let (ptr, n) = (data_ptr(arr), table.arrays[0].nbytes as usize);
+                    self.blocking(py, deadline, n >= DETACH_BYTES, |d, check| {
+                        // SAFETY: ptr points to the `n` bytes of a C-contiguous array kept
+                        // alive by `value` for the whole call.
+                        let data = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, n) };
+                        s.write_arrays(&table, &[data], info, d, check)
+                    })?;
+                    return Ok(());
+                }
+            }
+        }
         let (parts, named) = frame_arrays::source(py, value, &self.name)?;
         let table = self.plan(s, &frame_arrays::specs(&parts), named, codec)?;
         s.check_frame(s.geometry().frame_bytes as usize, info).map_err(CoreError)?;
@@ -47,9 +86,9 @@ impl PyStream {
     }
 
     /// The Python side of a pinned frame's table (CorruptStreamError for a damaged one).
-    fn parts_of(&self, py: Python<'_>, s: &framebus::Stream, pinned: &Pinned) -> PyResult<Parts> {
-        let table = s.frame_table(&pinned.frame()).map_err(CoreError)?;
-        Parts::from_table(py, &self.descrs, &table)
+    fn parts_of(&self, py: Python<'_>, s: &framebus::Stream, pinned: &Pinned) -> PyResult<Arc<Parts>> {
+        let frame = pinned.frame();
+        self.read_cache.parts(py, &self.descrs, frame.payload, || Ok(s.frame_table(&frame).map_err(CoreError)?))
     }
 
     /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
@@ -79,23 +118,45 @@ impl PyStream {
         Ok(PyFrame::with_parts(py, &self.name, parts, pinned))
     }
 
-    /// A loan laid out per frame: `shape`+`dtype` (one array), `nbytes` (a byte payload) or
-    /// `arrays` (a dict of named arrays). The table is written at the claim.
-    #[allow(clippy::too_many_arguments)]
+    /// The table and arrays of a loan: `shape`+`dtype` (one array), `nbytes` (a byte payload)
+    /// or `arrays` (a dict of named arrays). The layout loaned last time is reused as it is.
+    pub(crate) fn loan_table(
+        &self,
+        py: Python<'_>,
+        s: &framebus::Stream,
+        (shape, dtype, nbytes, arrays): (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
+        codec: Option<&str>,
+    ) -> PyResult<(Arc<FrameTable>, Arc<Parts>)> {
+        if let (Some(sh), Some(dt), None, None, None) = (shape, dtype, nbytes, arrays, codec) {
+            let fast = (PyArrayDescr::new(py, dt), sh.extract::<Vec<u64>>());
+            if let (Ok(descr), Ok(dims)) = fast {
+                if let Some((table, Some(parts))) = self.loan_layout.get(&descr, &dims, false) {
+                    return Ok((table, parts));
+                }
+                if let Some(table) = self.single_table(s, &self.loan_layout, &descr, &dims, false)? {
+                    let parts = Arc::new(Parts::from_table(py, &self.descrs, &table)?);
+                    self.loan_layout.put(&descr, &dims, false, Arc::clone(&table), Some(Arc::clone(&parts)));
+                    return Ok((table, parts));
+                }
+            }
+        }
+        let (arrays, named) = frame_arrays::loan_layout(py, shape, dtype, nbytes, arrays)?;
+        let specs: Vec<ArraySpec<'_>> = arrays.iter().map(|(n, d, sh, b)| ArraySpec { name: n, dtype: d, shape: sh, bytes: *b }).collect();
+        let table = self.plan(s, &specs, named, codec)?;
+        let parts = Arc::new(Parts::from_table(py, &self.descrs, &table)?);
+        Ok((Arc::new(table), parts))
+    }
+
+    /// A loan laid out by `loan_table`. The table is written at the claim.
     pub(crate) fn loan_variable(
         &self,
         py: Python<'_>,
         s: &Arc<framebus::Stream>,
-        layout: frame_arrays::LoanLayout,
-        codec: Option<&str>,
+        (table, parts): (Arc<FrameTable>, Arc<Parts>),
         values: LoanValues,
         deadline: Deadline,
     ) -> PyResult<Py<PyLoan>> {
-        let (arrays, named) = layout;
-        let specs: Vec<ArraySpec<'_>> = arrays.iter().map(|(n, d, sh, b)| ArraySpec { name: n, dtype: d, shape: sh, bytes: *b }).collect();
-        let table = self.plan(s, &specs, named, codec)?;
         s.check_frame(s.geometry().frame_bytes as usize, &values.info()).map_err(CoreError)?;
-        let parts = Parts::from_table(py, &self.descrs, &table)?;
         let before = s.lock_recoveries();
         let mut guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
         guard.write_table(&table);
