@@ -63,8 +63,8 @@ impl PyFrame {
 
     /// Wraps a pinned frame of a variable-shape stream, with the arrays its table describes.
     pub fn with_parts(py: Python<'_>, name: &Arc<str>, parts: Arc<Parts>, pinned: Pinned) -> PyFrame {
-        let spec = parts.parts[0].spec.clone_ref(py);
-        PyFrame { parts: Some(parts), ..PyFrame::new(py, name, &spec, pinned) }
+        let frame = PyFrame::new(py, name, &parts.parts[0].spec, pinned);
+        PyFrame { parts: Some(parts), ..frame }
     }
 
     fn several_error(&self, py: Python<'_>) -> PyErr {
@@ -123,7 +123,7 @@ impl PyFrame {
             // SAFETY: `ptr` is the start of the pinned slot in the read-only mapping, which the
             // pin (every array's base) keeps mapped and unchanged; the validated table puts each
             // array inside the slot; read-only flags.
-            Some(parts) => unsafe { parts.assemble(py, parts.wrap_all(py, ptr as *mut u8, flags, &holder.clone_ref(py).into_any())?)? },
+            Some(parts) => unsafe { parts.wrap_value(py, ptr as *mut u8, flags, holder.clone_ref(py).into_any())? },
             // SAFETY: `ptr` points to the frame's bytes in the read-only mapping, which the pin
             // (the array's base) keeps mapped and unchanged for the array's whole life; read-only flags.
             None => unsafe { self.spec.wrap(py, ptr as *mut u8, flags, Some(holder.clone_ref(py).into_any()))? },

@@ -170,13 +170,28 @@ impl Parts {
         (!self.codec.is_empty()).then_some(self.codec.as_str())
     }
 
-    /// Arrays over the slot payload at `base` with NumPy `flags`, each with `holder` as its
-    /// base object.
+    /// What a reader (or a loan) sees over the slot payload at `base`: the single array, or a
+    /// dict of the named arrays, each with `holder` as its base object.
     ///
     /// # Safety
     /// `base` must point to the payload of the slot the table was read from (every part lies
     /// inside it), kept mapped (and, with NPY_ARRAY_WRITEABLE, writable) while `holder` lives.
-    pub unsafe fn wrap_all<'py>(&self, py: Python<'py>, base: *mut u8, flags: std::os::raw::c_int, holder: &Py<PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    pub unsafe fn wrap_value<'py>(&self, py: Python<'py>, base: *mut u8, flags: std::os::raw::c_int, holder: Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(p) = self.single() {
+            // SAFETY: the caller's contract; the part lies inside the slot.
+            return unsafe { p.spec.wrap(py, base.add(p.offset), flags, Some(holder)) };
+        }
+        // SAFETY: the caller's contract.
+        let arrays = unsafe { self.wrap_all_parts(py, base, flags, &holder)? };
+        self.assemble(py, arrays)
+    }
+
+    /// Arrays over the slot payload at `base` with NumPy `flags`, each with `holder` as its
+    /// base object.
+    ///
+    /// # Safety
+    /// As for `wrap_value`.
+    unsafe fn wrap_all_parts<'py>(&self, py: Python<'py>, base: *mut u8, flags: std::os::raw::c_int, holder: &Py<PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         self.parts
             .iter()
             // SAFETY: the validated table puts every part inside the slot (caller's contract).

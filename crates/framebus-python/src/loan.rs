@@ -107,7 +107,7 @@ impl PyLoan {
             // array's base) keeps alive; the table written at the claim puts each array inside
             // it. Writes are allowed: the slot is claimed until the loan ends, and then the
             // flag is cleared.
-            Some(parts) => parts.assemble(py, unsafe { parts.wrap_all(py, self.payload, flags, &holder.clone_ref(py).into_any())? })?,
+            Some(parts) => unsafe { parts.wrap_value(py, self.payload, flags, holder.clone_ref(py).into_any())? },
             // SAFETY: `payload` is the claimed slot's frame bytes (frame_bytes long) inside the
             // mapping that `holder` (the array's base) keeps alive for as long as the array
             // lives. Writes are allowed: the slot is claimed (no reader sees it) until the loan
@@ -141,18 +141,17 @@ impl PyLoan {
             // SAFETY: `o` is a live object and the GIL is held; this only reads its count.
             unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) }
         };
-        let arrays: Vec<Py<PyAny>> = match exported.as_ref().map(|(v, _)| v.bind(py).cast::<pyo3::types::PyDict>()) {
-            Some(Ok(d)) => d.values().iter().map(Bound::unbind).collect(),
-            Some(Err(_)) => exported.iter().map(|(v, _)| v.clone_ref(py)).collect(),
-            None => Vec::new(),
+        // A dict of named arrays (variable-shape loans): its arrays, each referenced by the
+        // dict and by the list made here.
+        let dict_arrays: Option<Vec<Py<PyAny>>> = match exported.as_ref().map(|(v, _)| v.bind(py).cast::<pyo3::types::PyDict>()) {
+            Some(Ok(d)) => Some(d.values().iter().map(Bound::unbind).collect()),
+            _ => None,
         };
-        // Expected references: to each array the loan's (or its dict's) and the `arrays` list's
-        // just made; to a dict the loan's; to the holder the loan's and one per array.
-        let value_refs = if self.parts.as_ref().is_some_and(|p| p.named) { 1 } else { 2 };
-        let in_use = exported.as_ref().filter(|(value, holder)| {
-            refs(value) > value_refs || arrays.iter().any(|a| refs(a) > 2) || refs(holder.as_any()) > 1 + arrays.len() as isize
+        let in_use = exported.as_ref().filter(|(value, holder)| match &dict_arrays {
+            None => refs(value) > 1 || refs(holder.as_any()) > 2,
+            Some(arrays) => refs(value) > 1 || arrays.iter().any(|a| refs(a) > 2) || refs(holder.as_any()) > 1 + arrays.len() as isize,
         });
-        let Some((_, holder)) = in_use else {
+        let Some((value, holder)) = in_use else {
             return match how {
                 End::Commit => guard.commit(&self.values.info()).map(drop).map_err(|e| CoreError(e).into()),
                 End::Abort => {
@@ -161,7 +160,7 @@ impl PyLoan {
                 }
             };
         };
-        for array in &arrays {
+        for array in dict_arrays.as_deref().unwrap_or(std::slice::from_ref(value)) {
             // SAFETY: `array` is an ndarray this loan made (a live PyArrayObject, the GIL is
             // held); clearing WRITEABLE only narrows what later code may do with it.
             unsafe { (*array.as_ptr().cast::<PyArrayObject>()).fields.flags &= !NPY_ARRAY_WRITEABLE };

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, StreamSpec};
-use numpy::{PyArrayDescr, PyUntypedArray};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
@@ -561,9 +561,9 @@ impl PyStream {
         }
         self.refuse_layout(py, nbytes.is_some() || arrays.is_some() || codec.is_some(), "nbytes=, arrays= and codec=")?;
         if shape.is_some() || dtype.is_some() {
-            let layout = crate::frame_arrays::loan_layout(py, shape, dtype, None, None)?;
-            let (shape_ok, dtype_ok) = (layout.0[0].2.iter().map(|&d| d as usize).eq(self.spec.shape.iter().copied()), dtype.is_none() || layout.0[0].1 == self.spec.dtype.bind(py).getattr("str")?.extract::<String>()?);
-            if !(shape_ok || shape.is_none()) || !dtype_ok {
+            let shape_ok = shape.is_none_or(|sh| crate::stream_variable::small_shape(sh).is_some_and(|(d, n)| d[..n].iter().map(|&x| x as usize).eq(self.spec.shape.iter().copied())));
+            let dtype_ok = dtype.is_none_or(|dt| PyArrayDescr::new(py, dt).is_ok_and(|d| d.is_equiv_to(self.spec.dtype.bind(py))));
+            if !shape_ok || !dtype_ok {
                 return Err(PyErr::from_type(
                     error_class(py, "InvalidArgumentError")?,
                     (format!("stream {:?} has a fixed frame shape {:?} and dtype {}; loan(shape=, dtype=) must match them or be left out", self.name, self.spec.shape, self.spec.dtype.bind(py)),),

@@ -128,14 +128,15 @@ impl PyStream {
         codec: Option<&str>,
     ) -> PyResult<(Arc<FrameTable>, Arc<Parts>)> {
         if let (Some(sh), Some(dt), None, None, None) = (shape, dtype, nbytes, arrays, codec) {
-            let fast = (PyArrayDescr::new(py, dt), sh.extract::<Vec<u64>>());
-            if let (Ok(descr), Ok(dims)) = fast {
-                if let Some((table, Some(parts))) = self.loan_layout.get(&descr, &dims, false) {
+            let fast = (PyArrayDescr::new(py, dt), small_shape(sh));
+            if let (Ok(descr), Some((dims, ndim))) = fast {
+                let dims = &dims[..ndim];
+                if let Some((table, Some(parts))) = self.loan_layout.get(&descr, dims, false) {
                     return Ok((table, parts));
                 }
-                if let Some(table) = self.single_table(s, &self.loan_layout, &descr, &dims, false)? {
+                if let Some(table) = self.single_table(s, &self.loan_layout, &descr, dims, false)? {
                     let parts = Arc::new(Parts::from_table(py, &self.descrs, &table)?);
-                    self.loan_layout.put(&descr, &dims, false, Arc::clone(&table), Some(Arc::clone(&parts)));
+                    self.loan_layout.put(&descr, dims, false, Arc::clone(&table), Some(Arc::clone(&parts)));
                     return Ok((table, parts));
                 }
             }
@@ -164,4 +165,18 @@ impl PyStream {
         let spec = parts.parts[0].spec.clone_ref(py);
         Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts))
     }
+}
+
+/// A shape given as a tuple of up to `MAX_NDIM` non-negative ints, on the stack; None for
+/// anything else (the slow path then says what is wrong).
+pub(crate) fn small_shape(shape: &Bound<'_, PyAny>) -> Option<([u64; framebus::ring::layout::MAX_NDIM], usize)> {
+    let t = shape.cast::<pyo3::types::PyTuple>().ok()?;
+    let mut dims = [0u64; framebus::ring::layout::MAX_NDIM];
+    if t.len() > dims.len() {
+        return None;
+    }
+    for (d, item) in dims.iter_mut().zip(t.iter()) {
+        *d = item.extract::<u64>().ok()?;
+    }
+    Some((dims, t.len()))
 }
