@@ -167,11 +167,15 @@ impl PyStream {
     }
 }
 
-/// A shape given as a tuple of up to `MAX_NDIM` non-negative ints, on the stack; None for
+/// A shape given as an int or a tuple of up to `MAX_NDIM` non-negative ints, on the stack; None for
 /// anything else (the slow path then says what is wrong).
 pub(crate) fn small_shape(shape: &Bound<'_, PyAny>) -> Option<([u64; framebus::ring::layout::MAX_NDIM], usize)> {
-    let t = shape.cast::<pyo3::types::PyTuple>().ok()?;
     let mut dims = [0u64; framebus::ring::layout::MAX_NDIM];
+    if let Ok(n) = shape.extract::<u64>() {
+        dims[0] = n;
+        return Some((dims, 1));
+    }
+    let t = shape.cast::<pyo3::types::PyTuple>().ok()?;
     if t.len() > dims.len() {
         return None;
     }
