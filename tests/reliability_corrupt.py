@@ -115,7 +115,9 @@ def damage(name: str, rng: random.Random) -> List[str]:
                 payload_at, stride = seg.u64(216), seg.u64(80)
                 if not slots or not stride or payload_at + stride * slots > seg.size:
                     continue
-                at = payload_at + stride * rng.randrange(slots) + rng.choice([rng.randrange(128), 128 + rng.randrange(256), rng.randrange(4096)])
+                newest = seg.u64(PUBLISHED_AT) & 0xFF
+                slot = newest if newest < slots and rng.random() < 0.7 else rng.randrange(slots)
+                at = payload_at + stride * slot + rng.choice([rng.randrange(128), 128 + rng.randrange(256), rng.randrange(4096)])
                 if rng.random() < 0.5:
                     width = rng.choice([4, 8])
                     at &= ~(width - 1)
