@@ -319,3 +319,14 @@ def test_views_outlive_close(pair):
         r.read()
     r2 = framebus.open(w.name)
     r2.close()
+
+
+def test_ls_and_stat_show_capacity(pair, name):
+    from framebus.commands.ls import rows
+
+    w, r = pair
+    info = framebus.stat(name)
+    assert info.variable and info.capacity == 1 << 20 and info.shape is None and info.dtype is None
+    row = next(x for x in rows() if x["name"] == name)
+    assert row["shape"] == "any, 1.0 MiB/frame" and row["dtype"] == "any"
+    assert framebus.gc(dry_run=True) is not None
