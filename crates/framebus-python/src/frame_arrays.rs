@@ -81,7 +81,10 @@ fn raw_table(payload: &[u8]) -> Option<&[u8]> {
 /// wrote or loaned, and the Python side of it for loans: a frame of the same layout as the one
 /// before skips planning. The dtype is held, so its address cannot be reused by another.
 #[derive(Default)]
-pub struct LayoutCache(Mutex<Option<(Py<PyArrayDescr>, Vec<u64>, bool, Arc<FrameTable>, Option<Arc<Parts>>)>>);
+pub struct LayoutCache(Mutex<Option<CachedLayout>>);
+
+/// A remembered layout: dtype, shape, byte flag, its table and (for loans) its arrays.
+type CachedLayout = (Py<PyArrayDescr>, Vec<u64>, bool, Arc<FrameTable>, Option<Arc<Parts>>);
 
 impl LayoutCache {
     /// The cached table (and parts) for one array of `descr` and `shape`, if it is the last one.
@@ -367,6 +370,9 @@ pub fn specs<'a>(parts: &'a [SourcePart<'_>]) -> Vec<ArraySpec<'a>> {
 /// What a loan lays out: (name, dtype string, shape, bytes) per array and whether it is a dict,
 /// from `loan(shape=, dtype=)`, `loan(nbytes=)` or `loan(arrays={name: (shape, dtype)})`.
 pub type LoanLayout = (Vec<(String, String, Vec<u64>, bool)>, bool);
+
+/// The layout arguments of `loan()`: shape, dtype, nbytes, arrays.
+pub type LoanArgs<'a, 'py> = (Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>);
 
 /// Parses a loan's layout arguments (through `framebus._convert.loan_layout`, which raises
 /// TypeError/ValueError naming what is wrong).

@@ -124,7 +124,7 @@ impl PyStream {
         &self,
         py: Python<'_>,
         s: &framebus::Stream,
-        (shape, dtype, nbytes, arrays): (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
+        (shape, dtype, nbytes, arrays): frame_arrays::LoanArgs<'_, '_>,
         codec: Option<&str>,
     ) -> PyResult<(Arc<FrameTable>, Arc<Parts>)> {
         if let (Some(sh), Some(dt), None, None, None) = (shape, dtype, nbytes, arrays, codec) {
