@@ -161,6 +161,7 @@ def test_loans_of_any_layout(pair):
         ({"arrays": {1: ((1,), "u1")}}, TypeError),
         ({"nbytes": (1 << 20) + 1}, ValueError),
         ({"shape": (2**40, 2**40), "dtype": "f4"}, ValueError),
+        ({"shape": (2**62, 2**62, 4), "dtype": "f4"}, ValueError),
         ({"shape": (-1,), "dtype": "f4"}, ValueError),
         ({"shape": (1,) * 9, "dtype": "f4"}, ValueError),
     ]:
@@ -330,3 +331,13 @@ def test_ls_and_stat_show_capacity(pair, name):
     row = next(x for x in rows() if x["name"] == name)
     assert row["shape"] == "any, 1.0 MiB/frame" and row["dtype"] == "any"
     assert framebus.gc(dry_run=True) is not None
+
+
+def test_shape_product_overflow_names_the_limit(pair):
+    w, r = pair
+    with pytest.raises(ValueError, match="overflows"):
+        w.loan(shape=(2**62, 2**62, 4), dtype=np.float32)
+    with pytest.raises(ValueError, match="overflows"):
+        w.loan(arrays={"a": ((2**40, 2**40, 2**40), np.uint8)})
+    w.write(np.ones(1, np.uint8))
+    assert w.write_sequence == 1

@@ -149,7 +149,7 @@ pub fn plan(arrays: &[ArraySpec<'_>], named: bool, codec: &str, slot_bytes: u64)
             return Err("a byte payload is one-dimensional |u1 data".into());
         }
         let too_large = || format!("the frame does not fit the stream's capacity of {capacity} bytes per frame (array {:?} of shape {:?} and dtype {}); create the stream with a larger capacity", a.name, a.shape, a.dtype);
-        let nbytes = array_bytes(a.shape, itemsize).ok_or_else(too_large)?;
+        let nbytes = array_bytes(a.shape, itemsize).ok_or_else(|| format!("array {:?} of shape {:?} and dtype {} has more than 2**64 bytes (the product of its shape overflows)", a.name, a.shape, a.dtype))?;
         let offset = if i == 0 { TABLE_BYTES } else { super::layout::align_up(end, ARRAY_ALIGN).ok_or_else(too_large)? };
         end = offset.checked_add(nbytes).filter(|&e| e <= slot_bytes).ok_or_else(too_large)?;
         out.push(ArrayDesc { name: a.name.to_owned(), dtype: a.dtype.to_owned(), itemsize, shape: a.shape.to_vec(), offset, nbytes, bytes: a.bytes });
@@ -339,8 +339,9 @@ mod tests {
             (vec![spec(&long, "|u1", &[1])], "at most 32 bytes"),
             (vec![spec("a", "|O", &[1])], "not a NumPy number type"),
             (vec![spec("a", "<U4", &[1])], "not a NumPy number type"),
-            (vec![spec("a", "<f4", &[1 << 40, 1 << 40])], "capacity"),
-            (vec![spec("a", "<f4", &[u64::MAX, 2])], "capacity"),
+            (vec![spec("a", "<f4", &[1 << 40, 1 << 40])], "overflows"),
+            (vec![spec("a", "<f4", &[1 << 30, 1 << 20])], "capacity"),
+            (vec![spec("a", "<f4", &[u64::MAX, 2])], "overflows"),
             (vec![spec("a", "|u1", &[1 << 20, 2])], "capacity"),
             (vec![spec("a", "|u1", &[1; 9])], "at most 8"),
             (vec![spec("a", "|u1", &[1]), spec("a", "|u1", &[1])], "twice"),
