@@ -84,6 +84,10 @@ class Stream:
         as they are). Raises ValueError naming the limit for a frame larger than the capacity,
         more than 31 arrays, a name longer than 32 bytes, a shape whose size overflows, and
         TypeError for object, text or record dtypes; nothing is written then. One copy."""
+    def _write_raw(self, data: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> None:
+        """Writes a variable-shape frame given whole, table first (as ``Frame._raw`` shows it;
+        a bridge's receiving end). The table is validated against this stream's capacity first
+        (InvalidArgumentError naming the problem; nothing written). One copy."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
     def read(self, *, safe: bool = True, out: Optional[Any] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> Any:
@@ -165,6 +169,10 @@ class Frame:
     @property
     def names(self) -> Optional[Tuple[str, ...]]:
         """Names of the arrays of a frame written as a dict; None otherwise."""
+    @property
+    def _raw(self) -> np.ndarray:
+        """The frame's bytes as stored (a variable-shape frame: its table, then its arrays), a
+        read-only uint8 array over the pinned slot (zero-copy); for bridges."""
     @property
     def is_bytes(self) -> bool:
         """Whether the frame is a byte payload."""
