@@ -89,6 +89,9 @@ def test_dict_frames_are_one_atomic_unit(pair):
         np.testing.assert_array_equal(arrays["boxes"], boxes)
         with pytest.raises(ValueError, match="several arrays"):
             f.array
+        for export in (np.asarray, memoryview):
+            with pytest.raises(ValueError, match="several arrays"):
+                export(f)
     out = {"image": np.empty_like(image), "boxes": np.empty_like(boxes), "tag": np.empty(4, np.uint8)}
     assert r.read(out=out) is out
     np.testing.assert_array_equal(out["boxes"], boxes)
@@ -145,10 +148,13 @@ def test_loans_of_any_layout(pair):
         d["boxes"][:] = np.arange(12).reshape(3, 4)
     got = r.read()
     assert (got["image"] == 7).all() and got["boxes"][2, 3] == 11
-    loan = w.loan(arrays={"a": (0, "u1")})
+    loan = w.loan(arrays={"a": (0, "u1"), "b": (2, "u1")})
     with pytest.raises(ValueError, match="several named arrays|loan.arrays"):
         loan.array
-    assert list(loan.arrays) == ["a"]
+    assert list(loan.arrays) == ["a", "b"]
+    loan.abort()
+    loan = w.loan(arrays={"only": (3, "u1")})
+    assert loan.array.shape == (3,) and list(loan.arrays) == ["only"]
     loan.abort()
     assert r.read()["boxes"][2, 3] == 11
     for kwargs, exc in [

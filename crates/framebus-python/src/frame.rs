@@ -133,6 +133,18 @@ impl PyFrame {
         Ok(array)
     }
 
+    /// The frame's one array (the only one of a dict of one); InvalidArgumentError for a
+    /// frame of several named arrays. What `array`, the buffer protocol, `__array__` and DLPack
+    /// export.
+    fn single_array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let value = self.make_array(py)?;
+        match value.cast::<PyDict>() {
+            Ok(d) if d.len() == 1 => Ok(d.values().get_item(0)?),
+            Ok(_) => Err(self.several_error(py)),
+            Err(_) => Ok(value),
+        }
+    }
+
     /// The pin holder of the frame's arrays (made with them).
     fn holder(&self, py: Python<'_>) -> PyResult<Py<PyPin>> {
         self.make_array(py)?;
@@ -148,12 +160,7 @@ impl PyFrame {
     /// several named arrays raises InvalidArgumentError: use ``arrays``.
     #[getter]
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let value = self.make_array(py)?;
-        match value.cast::<PyDict>() {
-            Ok(d) if d.len() == 1 => Ok(d.values().get_item(0)?),
-            Ok(_) => Err(self.several_error(py)),
-            Err(_) => Ok(value),
-        }
+        self.single_array(py)
     }
 
     /// Read-only zero-copy arrays of the frame by name (a new dict of the same arrays on each
@@ -283,31 +290,31 @@ impl PyFrame {
 
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)?.getattr("__array_interface__")
+        self.single_array(py)?.getattr("__array_interface__")
     }
 
     #[pyo3(signature = (dtype = None, copy = None))]
     fn __array__<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
-        let arr = self.make_array(py)?;
+        let arr = self.single_array(py)?;
         let np = py.import("numpy")?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("dtype", dtype)?;
         kwargs.set_item("copy", copy)?;
-        np.getattr("asarray")?.call((arr,), Some(&kwargs)).or_else(|_| np.getattr("array")?.call((self.make_array(py)?,), Some(&kwargs)))
+        np.getattr("asarray")?.call((arr,), Some(&kwargs)).or_else(|_| np.getattr("array")?.call((self.single_array(py)?,), Some(&kwargs)))
     }
 
     #[pyo3(signature = (*args, **kwargs))]
     fn __dlpack__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)?.getattr("__dlpack__")?.call(args, kwargs)
+        self.single_array(py)?.getattr("__dlpack__")?.call(args, kwargs)
     }
 
     fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)?.call_method0("__dlpack_device__")
+        self.single_array(py)?.call_method0("__dlpack_device__")
     }
 
     /// Buffer protocol: a read-only buffer of the frame (the array's).
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
-        let arr = slf.get().make_array(slf.py())?;
+        let arr = slf.get().single_array(slf.py())?;
         // SAFETY: `view` is the caller's Py_buffer to fill; the array's own getbuffer fills it
         // and sets view->obj to a new reference of the array, which keeps the pin alive until
         // the consumer releases the buffer.

@@ -182,7 +182,10 @@ impl PyLoan {
     #[getter]
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let value = self.value(py)?;
-        if value.cast::<pyo3::types::PyDict>().is_ok() {
+        if let Ok(d) = value.cast::<pyo3::types::PyDict>() {
+            if d.len() == 1 {
+                return d.values().get_item(0);
+            }
             let cls = error_class(py, "InvalidArgumentError")?;
             return Err(PyErr::from_type(cls, (format!("the loan of frame {} on stream {:?} holds several named arrays; use loan.arrays[name]", self.seq, self.name),)));
         }
