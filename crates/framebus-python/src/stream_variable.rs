@@ -171,8 +171,9 @@ impl PyStream {
 /// anything else (the slow path then says what is wrong).
 pub(crate) fn small_shape(shape: &Bound<'_, PyAny>) -> Option<([u64; framebus::ring::layout::MAX_NDIM], usize)> {
     let mut dims = [0u64; framebus::ring::layout::MAX_NDIM];
-    if let Ok(n) = shape.extract::<u64>() {
-        dims[0] = n;
+    // Type checks first: a failed extraction builds a Python exception (slow).
+    if shape.is_instance_of::<pyo3::types::PyInt>() {
+        dims[0] = shape.extract::<u64>().ok()?;
         return Some((dims, 1));
     }
     let t = shape.cast::<pyo3::types::PyTuple>().ok()?;
