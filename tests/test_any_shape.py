@@ -347,3 +347,21 @@ def test_shape_product_overflow_names_the_limit(pair):
         w.loan(arrays={"a": ((2**40, 2**40, 2**40), np.uint8)})
     w.write(np.ones(1, np.uint8))
     assert w.write_sequence == 1
+
+
+def test_exist_ok_and_pickling(name):
+    import pickle
+
+    with framebus.create(name, capacity=4096) as w:
+        again = framebus.create(name, capacity=4096, exist_ok=True)
+        assert again.variable and again.capacity == 4096
+        again.close()
+        with pytest.raises(FileExistsError, match="existing variable shape, capacity 4096 bytes per frame"):
+            framebus.create(name, capacity=8192, exist_ok=True)
+        with pytest.raises(FileExistsError, match="variable shape"):
+            framebus.create(name, shape=(4096,), dtype=np.uint8, exist_ok=True)
+        w.write({"a": np.arange(3)})
+        other = pickle.loads(pickle.dumps(w))
+        assert other.variable and list(other.read()) == ["a"]
+        other.close()
+        w.unlink()
