@@ -110,11 +110,13 @@ def parse_capacity(capacity: Any) -> int:
             raise InvalidArgumentError(
                 f"capacity {capacity!r} is not a size; give bytes as an int or a string such as '32MiB', '500kB', '1GiB'"
             )
-        return int(value * _UNITS[unit])
-    if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)):
+        capacity = int(value * _UNITS[unit])
+    elif isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)):
         raise TypeError(f"capacity must be an int of bytes or a string such as '32MiB', got {capacity!r}")
     if capacity <= 0:
         raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity}")
+    if capacity > MAX_FRAME_BYTES:
+        raise InvalidArgumentError(f"capacity {capacity} is larger than a frame may be ({MAX_FRAME_BYTES} bytes)")
     return int(capacity)
 
 
