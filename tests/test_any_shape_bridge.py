@@ -86,3 +86,23 @@ def test_spec_of_and_protocol_version():
     )
     h = P.unpack_frame(header)
     assert h.spec == ("var", (1 << 20,)) and h.nbytes == 5000
+
+
+def test_raw_frames_are_validated_before_they_are_written():
+    name = f"t-vraw-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    with framebus.create(name, capacity=4096) as s:
+        s.write({"a": np.arange(4, dtype=np.int32)}, frame_id=7)
+        with s.view() as f:
+            raw = bytes(f._raw)
+        assert len(raw) == framebus._native.FRAME_TABLE_BYTES + 16
+        s._write_raw(raw, frame_id=8)
+        assert s.read_publication().frame_id == 8 and list(s.read()) == ["a"]
+        for at, data in ((0, b"JUNK"), (4, (99).to_bytes(4, "little")), (128 + 56, (1 << 40).to_bytes(8, "little"))):
+            bad = bytearray(raw)
+            bad[at:at + len(data)] = data
+            with pytest.raises(ValueError, match="table is invalid"):
+                s._write_raw(bad)
+        with pytest.raises(ValueError, match="table is invalid"):
+            s._write_raw(raw[:100])
+        assert s.write_sequence == 2
+        s.unlink()
