@@ -3,10 +3,16 @@
 # lints, the Rust core's tests (unit, loom models, multi-process) and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+step "installing framebus and its test extra into .venv (builds the Rust extension)"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+step "cargo clippy (lints of the core and the bindings)"
 cargo clippy -q -p framebus -p framebus-python --all-targets -- -D warnings
+step "cargo test: the Rust core's unit, multi-process and property tests"
 cargo test -p framebus --release -q
+step "loom models of the ring protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p framebus --release -q --lib loom
+step "pytest"
 .venv/bin/python -m pytest -q "$@"

@@ -365,3 +365,13 @@ def test_exist_ok_and_pickling(name):
         assert other.variable and list(other.read()) == ["a"]
         other.close()
         w.unlink()
+
+
+def test_pyshmem_api_refuses_a_variable_stream(pair, name):
+    from framebus import pyshmem
+
+    with pytest.raises(ValueError, match="variable-shape frames .* framebus.open"):
+        pyshmem.open(name)
+    again = framebus.open(name)
+    assert again.variable  # the native API opens it
+    again.close()

@@ -56,11 +56,12 @@ def test_ls_shows_a_stream(name):
         p = run_cli("ls", "--json")
         assert p.returncode == 0, p.stderr
         row = _entry(json.loads(p.stdout), name)
-        assert row["shape"] == "3x4" and np.dtype(row["dtype"]) == np.uint8 and row["slots"] == 5
+        assert row["shape"] == [3, 4] and np.dtype(row["dtype"]) == np.uint8 and row["slots"] == 5
         assert row["writer"] == "alive"
-        assert row["readers"] == "2 (1 lossless)"
-        assert row["sequence"] == 1
-        assert row["problem"] == ""
+        assert row["readers"] == 2 and row["lossless"] == 1
+        assert row["sequence"] == 1 and row["frames_written"] == 1
+        assert row["bytes_written"] == 12 and row["frame_bytes"] == 12 and isinstance(row["total_bytes"], int)
+        assert row["problem"] is None and row["bridges"] == []
         r.close()
         w.unlink()
     p = run_cli("ls", "--json")

@@ -98,7 +98,7 @@ def test_record_stops_cleanly_on_ctrl_c(name, tmp_path, signum):
 def test_record_of_a_missing_stream_fails_clearly(tmp_path):
     missing = f"test-rp-missing-{uuid.uuid4().hex[:8]}"
     res = subprocess.run([sys.executable, "-m", "framebus", "record", missing, str(tmp_path / "x.mp4")], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2
+    assert res.returncode == 1  # a runtime error (2 is for usage errors)
     assert "does not exist" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -178,5 +178,6 @@ def test_play_refuses_a_stream_of_another_shape(name, tmp_path):
 
 def test_play_of_a_missing_file_fails_clearly(name, tmp_path):
     res = subprocess.run([sys.executable, "-m", "framebus", "play", str(tmp_path / "nope.mp4"), name], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2
+    assert res.returncode == 1  # a runtime error (2 is for usage errors)
     assert "no such video file" in res.stderr and "Traceback" not in res.stderr
+    assert res.stderr.count("nope.mp4") == 1, res.stderr

@@ -82,7 +82,33 @@ def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> 
             f"stream {name!r} takes dtype {dtype}, got {arr.dtype} (not a same-kind cast); "
             f"convert explicitly with .astype({str(dtype)!r}); nothing was written"
         )
-    return np.ascontiguousarray(arr, dtype=dtype)
+    if arr.dtype == dtype:
+        return np.ascontiguousarray(arr)
+    return lossless_cast(arr, dtype, name)
+
+
+def lossless_cast(arr: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
+    """``arr`` converted to ``dtype`` (a C-contiguous copy), or InvalidArgumentError when the
+    conversion would change a value beyond rounding: a finite number that overflows to inf, or
+    an integer that does not fit. Rounding (float64 -> float32) is not a lost value."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(arr, dtype=dtype)
+    if dtype.kind in "fc" and arr.dtype.kind in "fc":
+        bad = np.isfinite(arr) & ~np.isfinite(out)
+    elif dtype.kind in "iu" and arr.dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        bad = (arr < info.min) | (arr > info.max)
+    else:
+        return out
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        how = "overflow to inf" if dtype.kind in "fc" else f"wrap around (the range is {np.iinfo(dtype).min} to {np.iinfo(dtype).max})"
+        raise InvalidArgumentError(
+            f"stream {name!r} takes dtype {dtype}: the {arr.dtype} value {arr[index].item()!r} at index {index} "
+            f"does not fit ({int(bad.sum())} value(s) would {how}); nothing was written. "
+            f"Scale or clip the data first, or convert it yourself with .astype({str(dtype)!r}) if that is what you want"
+        )
+    return out
 
 
 # -- variable-shape streams (frames that carry their own shape and dtype) -------------------

@@ -139,6 +139,14 @@ class Stream:
         one slot: ``loan.arrays`` / the ``with`` target is a dict of writable arrays). Limits as
         in write(): ValueError/TypeError, nothing claimed. A fixed-shape stream accepts only its
         own ``shape``/``dtype`` there."""
+    def end(self) -> None:
+        """Ends the stream (end of file): readers blocked in read_new/wait_view/wait wake at
+        once; a lossless reader first gets every frame it has not read, then each raises
+        StreamEndedError (a StreamClosedError and EOFError; ``frames()`` and ``async for`` just
+        stop). A later write clears the end (a restarted producer)."""
+    @property
+    def ended(self) -> bool:
+        """Whether the writer ended the stream (and has not written since)."""
     def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
         """Takes the cross-process write lock (re-entrant per thread)."""
     def release(self) -> None:

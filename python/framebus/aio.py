@@ -20,7 +20,7 @@ from .errors import StreamClosedError, StreamTimeoutError
 if TYPE_CHECKING:
     from .stream import Stream
 
-__all__ = ["read_new_async", "wait_view_async", "iterate"]
+__all__ = ["read_new_async", "wait_view_async", "wait_after_async", "iterate"]
 
 #: How long the waiter thread lingers without awaiters before it exits.
 _IDLE_EXIT = 1.0
@@ -119,6 +119,24 @@ async def _await_new(stream: "Stream", deadline: Optional[float]) -> None:
         await asyncio.wait_for(fut, max(remaining, 0.0))
     except asyncio.TimeoutError:
         raise StreamTimeoutError(f"timed out waiting to receive a new frame on stream {stream.name!r}") from None
+
+
+async def wait_after_async(stream: "Stream", after: int, *, timeout: Optional[float] = None) -> int:
+    """Awaits a frame newer than sequence ``after`` (level-triggered: returns at once if there
+    is one) and returns the newest sequence, as ``Stream.wait_after``. Raises
+    StreamTimeoutError (TimeoutError) after ``timeout``, StreamClosedError if the handle is
+    closed, also while waiting."""
+    try:
+        return stream.wait_after(after, timeout=0)
+    except StreamTimeoutError:
+        pass
+    fut = _waiter(stream).wait(after)
+    if timeout is None:
+        return await fut
+    try:
+        return await asyncio.wait_for(fut, max(timeout, 0.0))
+    except asyncio.TimeoutError:
+        raise StreamTimeoutError(f"timed out waiting for a frame after {after} on stream {stream.name!r}") from None
 
 
 async def read_new_async(stream: "Stream", *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> np.ndarray:

@@ -21,8 +21,10 @@ __all__ = [
     "StreamNotReadyError",
     "StreamTimeoutError",
     "StreamClosedError",
+    "StreamEndedError",
     "TooManyReadersError",
     "LoanOpenError",
+    "LockNotHeldError",
     "SequenceExhaustedError",
     "FramebusOSError",
     "LockRecoveredWarning",
@@ -81,6 +83,17 @@ class StreamTimeoutError(FramebusError, TimeoutError):
 
 class StreamClosedError(FramebusError, RuntimeError):
     """The handle was closed; reopen the stream with framebus.open(name)."""
+
+
+class StreamEndedError(StreamClosedError, EOFError):
+    """The writer ended the stream (``Stream.end()``) and this handle has read every frame it
+    will get (a lossless handle gets every unread frame first). ``frames()`` and ``async for``
+    simply stop; a new write by a restarted producer clears the end."""
+
+
+class LockNotHeldError(FramebusError, RuntimeError):
+    """release() was called by a thread that does not hold the write lock (call acquire()
+    first, or use ``with stream.locked():``)."""
 
 
 class LoanOpenError(FramebusError, RuntimeError):

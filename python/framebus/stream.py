@@ -4,6 +4,7 @@ the native methods without a Python layer in between."""
 
 from __future__ import annotations
 
+import errno as _errno
 import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import numpy as np
 
 from . import _native
 from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
-from .errors import InvalidArgumentError, StreamPermissionError
+from .errors import InvalidArgumentError, StreamNotFoundError, StreamPermissionError
 
 __all__ = ["Stream", "Publication", "create", "open", "unlink"]
 
@@ -266,9 +267,10 @@ def create(
     the metadata bytes each frame can carry; ``max_readers`` the handles that may be attached at
     once. With ``exist_ok=True`` an existing stream of the same spec is opened, and a stale one
     (creator dead, nobody attached) is replaced. ``auto_unlink=True`` makes leaving a ``with``
-    block unlink the stream instead of only closing the handle (as in pyshmem). ``notify`` and
-    ``poll_interval`` arguments are accepted for pyshmem compatibility and ignored: framebus
-    readers always wait on a futex.
+    block unlink the stream instead of only closing the handle (as in pyshmem): the idiom for
+    scripts, so that a stream never outlives the block (a script killed outright leaves it
+    behind; ``exist_ok=True`` or ``framebus gc`` deal with that). ``notify`` is accepted for
+    pyshmem compatibility and ignored: framebus readers always wait on a futex.
 
     ``capacity`` instead of ``shape`` creates a variable-shape stream: each slot holds up to
     ``capacity`` bytes of arrays (an int, or a string such as ``"32MiB"``), and every frame
@@ -307,11 +309,17 @@ def create(
         raise InvalidArgumentError(
             f"size={size} does not match shape {dims} and dtype {dt} ({nbytes} bytes); omit size or fix it"
         )
-    for label, value in (("slots", slots), ("meta_capacity", meta_capacity), ("max_readers", max_readers), ("mode", mode)):
+    for label, value, low, high in (
+        ("slots", slots, 2, 64),
+        ("meta_capacity", meta_capacity, 0, 1 << 20),
+        ("max_readers", max_readers, 1, 4096),
+        ("mode", mode, 0, 0o777),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise TypeError(f"{label} must be an int, got {value!r}")
-        if value < 0 or value > 0xFFFFFFFF:
-            raise InvalidArgumentError(f"{label} is out of range: {value}")
+        if not low <= value <= high:
+            shown = (oct(low), oct(high)) if label == "mode" else (low, high)
+            raise InvalidArgumentError(f"{label} must be between {shown[0]} and {shown[1]}, got {oct(value) if label == 'mode' and value >= 0 else value}")
     spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok), variable)
     stream = Stream(name, create=spec)
     stream._auto_unlink = bool(auto_unlink)
@@ -337,4 +345,11 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device:
 def unlink(name: str) -> None:
     """Removes the stream ``name``. Handles that have it open keep working until closed.
     Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
-    _native.unlink(name)
+    try:
+        _native.unlink(name)
+    except StreamNotFoundError:
+        raise StreamNotFoundError(
+            _errno.ENOENT,
+            f"stream {name!r} does not exist (/dev/shm/framebus.{name}): there is nothing to unlink; "
+            "`framebus ls` lists the streams there are",
+        ) from None

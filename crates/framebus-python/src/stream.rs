@@ -578,6 +578,19 @@ impl PyStream {
 Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
     }
 
+    /// Ends the stream: readers blocked in read_new/wait_view/wait wake at once; each gets the
+    /// frames it has not read yet (lossless), then StreamEndedError. A later write clears it.
+    fn end(&self, py: Python<'_>) -> PyResult<()> {
+        self.handle(py)?.end();
+        Ok(())
+    }
+
+    /// Whether the writer ended the stream (and has not written since).
+    #[getter]
+    fn ended(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.is_ended())
+    }
+
     /// Waits until a frame newer than `after` exists; returns the newest sequence.
     #[pyo3(signature = (after, *, timeout = None))]
     fn wait_after(&self, py: Python<'_>, after: u64, timeout: Option<f64>) -> PyResult<u64> {

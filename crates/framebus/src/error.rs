@@ -23,7 +23,7 @@ pub enum Error {
     NotFound { name: String, path: String },
 
     /// A segment of that name already exists.
-    #[error("stream {name:?} already exists ({path}); open it with framebus.open({name:?}), pass exist_ok=True, or unlink it first")]
+    #[error("stream {name:?} already exists ({path}); open it with framebus.open({name:?}), or pass exist_ok=True (reuses a stream of the same spec, replaces one whose creator died). If a script that crashed left it behind, `framebus gc` removes it; create streams in a `with framebus.create(..., auto_unlink=True)` block so they are removed when the block ends")]
     AlreadyExists { name: String, path: String },
 
     /// The segment exists but was created with another spec (exist_ok=True).
@@ -70,6 +70,10 @@ pub enum Error {
     /// The stream's sequence numbers are used up.
     #[error("stream {name:?} has reached the largest sequence number ({max}); nothing was written: sequence numbers never wrap or repeat, so create a new stream (or unlink and recreate this one)")]
     SequenceExhausted { name: String, max: u64 },
+
+    /// The writer ended the stream and this handle has read every frame it will get.
+    #[error("stream {name:?} has ended: its writer called end() and every frame this handle could read was read; open it again for a restarted producer")]
+    Ended { name: String },
 
     /// Nothing has been written to the stream yet.
     #[error("stream {name:?} has no frame yet; wait with read_new() or write one first")]

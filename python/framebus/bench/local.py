@@ -20,7 +20,7 @@ from .records import Column, Metric, Row, SuiteResult, compute_ratios
 INTERLEAVE_MAX_BYTES = 64 * 2**20
 
 #: Transports W1/W2 drive in-process (the futex limit needs two processes to mean anything).
-KINDS = ["framebus", "framebus-view", "framebus-zc", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2"]
+KINDS = ["framebus", "framebus-view", "framebus-zc", "framebus-pyshmem", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2"]
 
 COLUMNS = [
     Column("hz", "pairs/s", "{:,.0f}"),
@@ -65,9 +65,11 @@ def _framebus_direct(ctx: Context, shape: tuple, src: np.ndarray, read: str) -> 
     return setup
 
 
-def _pyshmem_direct(ctx: Context, shape: tuple, src: np.ndarray) -> Callable[[], Tuple[Callable[[], Any], Callable[[], None]]]:
+def _pyshmem_direct(ctx: Context, shape: tuple, src: np.ndarray, module: str = "pyshmem") -> Callable[[], Tuple[Callable[[], Any], Callable[[], None]]]:
     def setup() -> Tuple[Callable[[], Any], Callable[[], None]]:
-        import pyshmem
+        import importlib
+
+        pyshmem = importlib.import_module(module)
 
         name = ctx.name("w1ps")
         w = pyshmem.create(name, shape=shape, dtype=np.float32)
@@ -140,7 +142,10 @@ def variants(ctx: Context, suite: str, shape: tuple, src: np.ndarray) -> List[Va
         cls = tp.cls_of(kind)
         if kind == "pyshmem":  # its plain snapshot read first: pyshmem's best same-process pair
             out.append(("pyshmem 1.4 write + read(out=)", "pyshmem", "peer", _pyshmem_direct(ctx, shape, src)))
-        out.append((cls.label + (" + read_after(out=)" if kind.startswith("pyshmem") else ""), cls.family, cls.role, _transport(ctx, kind, shape, src)))
+        if kind == "framebus-pyshmem":  # the same calls through the compat module
+            out.append(("framebus.pyshmem write + read(out=)", "framebus", "framebus", _pyshmem_direct(ctx, shape, src, "framebus.pyshmem")))
+        pyshmem_api = kind.startswith("pyshmem") or kind == "framebus-pyshmem"
+        out.append((cls.label + (" + read_after(out=)" if pyshmem_api else ""), cls.family, cls.role, _transport(ctx, kind, shape, src)))
     out.append(("limit: np.copyto pair", "limit", "limit", _copy_pair(shape, src)))
     return out
 

@@ -18,7 +18,7 @@ from .records import Column, Metric, Row, SuiteResult, compute_ratios
 #: (transport, in place?): in-place rows render the request in the loaned slot (only its header
 #: words are written), the zero-copy case of a producer that renders or decodes into shared memory.
 VARIANTS: List[Tuple[str, bool]] = [
-    ("framebus", False), ("framebus-view", False), ("framebus-zc", True), ("pyshmem", False), ("pyshmem-notify", False),
+    ("framebus", False), ("framebus-view", False), ("framebus-zc", True), ("framebus-pyshmem", False), ("pyshmem", False), ("pyshmem-notify", False),
     ("shm-naive", False), ("pyzmq", False), ("iceoryx2", False), ("iceoryx2", True), ("limit-futex", False),
 ]
 SIZES: List[Tuple[tuple, str]] = [((64,), "uint8"), ((128, 128), "float32"), ((1080, 1920, 3), "uint8")]

@@ -179,6 +179,7 @@ def compare_rows(new: Run, old: Run) -> Tuple[List[str], List[List[str]]]:
 
 def rich_tables(run: Run, console: Any, compare: Optional[Run] = None) -> None:
     """Prints every suite's table (and the W7 waterfall, and the comparison) with rich."""
+    from rich.markup import escape
     from rich.table import Table
 
     for suite in run.suites:
@@ -197,7 +198,7 @@ def rich_tables(run: Run, console: Any, compare: Optional[Run] = None) -> None:
         if suite.waterfall:
             console.print(waterfall_rich(suite))
         for note in suite.notes:
-            console.print(f"  [yellow]note:[/yellow] {note}")
+            console.print(f"  [yellow]note:[/yellow] {escape(note)}")  # a note may hold "[bench]"
         console.print()
     if compare is not None:
         headers, rows = compare_rows(run, compare)

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+from typing import Any, Dict, List
 
 HELP = "list streams: shape, dtype, slots, writer alive, readers, sequence, bytes"
 
+JSON_HELP = (
+    "print a JSON list instead of a table, one object per stream with the keys name, path, shape "
+    "(list of ints or null), dtype, slots, frame_bytes, total_bytes, writer (alive, creator gone, "
+    "stale or unreadable), creator_pid, readers (int), lossless (int), sequence, frames_written, "
+    "bytes_written (ints), problem (string or null) and bridges (list of strings)"
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def human_bytes(n: float) -> str:
@@ -27,7 +36,8 @@ def bridged() -> dict:
     return by_stream()
 
 
-def rows() -> list:
+def records() -> List[Dict[str, Any]]:
+    """One JSON-ready record per stream: numbers are numbers, shapes are lists."""
     from ..info import list_streams
 
     out = []
@@ -42,45 +52,95 @@ def rows() -> list:
         out.append(
             {
                 "name": str(s),
-                # A variable-shape stream has no shape: each frame has its own, up to its capacity.
-                "shape": f"any, {human_bytes(s.capacity or 0)}/frame" if s.variable else "x".join(map(str, s.shape)) if s.shape else "?",
-                "dtype": "any" if s.variable else s.dtype or "?",
-                "slots": s.slots if s.slots is not None else "?",
+                "path": s.path,
+                "shape": list(s.shape) if s.shape else None,
+                "dtype": s.dtype,
+                # A variable-shape stream has no shape or dtype: each frame has its own, up to
+                # its capacity (bytes of arrays per frame).
+                "variable": bool(s.variable),
+                "capacity": s.capacity,
+                "slots": s.slots,
+                "frame_bytes": s.frame_bytes,
+                "total_bytes": s.total_bytes,
                 "writer": status,
-                "readers": f"{s.attached}" + (f" ({s.lossless} lossless)" if s.lossless else ""),
+                "creator_pid": s.creator_pid,
+                "readers": s.attached,
+                "lossless": s.lossless,
                 "sequence": s.sequence,
-                "written": human_bytes(s.bytes_written),
-                "size": human_bytes(s.total_bytes),
-                "problem": s.problem or "",
-                "bridge": "; ".join(links.pop(str(s), [])),
+                "frames_written": s.frames_written,
+                "bytes_written": s.bytes_written,
+                "problem": s.problem,
+                "bridges": links.pop(str(s), []),
             }
         )
     return out
 
 
+def rows() -> List[Dict[str, str]]:
+    """The table's cells, as text, in the order of importance (columns are dropped from the
+    end when the terminal is too narrow; the name is never cut)."""
+    out = []
+    for r in records():
+        out.append(
+            {
+                "name": r["name"],
+                "shape": f"any, {human_bytes(r['capacity'] or 0)}/frame" if r["variable"] else "x".join(map(str, r["shape"])) if r["shape"] else "?",
+                "dtype": "any" if r["variable"] else r["dtype"] or "?",
+                "writer": r["writer"],
+                "readers": f"{r['readers']}" + (f" ({r['lossless']} lossless)" if r["lossless"] else ""),
+                "sequence": str(r["sequence"]),
+                "slots": "?" if r["slots"] is None else str(r["slots"]),
+                "size": human_bytes(r["total_bytes"]),
+                "written": human_bytes(r["bytes_written"]),
+                "problem": r["problem"] or "",
+                "bridge": "; ".join(r["bridges"]),
+            }
+        )
+    return out
+
+
+#: Right-aligned columns; these never wrap either.
+_NUMERIC = ("slots", "sequence", "written", "size")
+
+
+def fitting_columns(data: List[Dict[str, str]], width: int) -> List[str]:
+    """The columns that fit in ``width`` characters, most important first: the name always,
+    then the others in order while they fit whole (3 characters of padding each)."""
+    cols = [c for c in data[0] if c not in ("problem", "bridge") or any(r[c] for r in data)]
+    widths = {c: max(len(c), *(len(r[c]) for r in data)) + 3 for c in cols}
+    chosen, used = [], 1
+    for c in cols:
+        if c == "name" or used + widths[c] <= width:
+            chosen.append(c)
+            used += widths[c]
+    return chosen
+
+
 def run(args: argparse.Namespace) -> int:
-    data = rows()
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(records(), indent=2))
         return 0
+    data = rows()
     if not data:
         print("no framebus streams in /dev/shm")
         return 0
+    width = shutil.get_terminal_size((120, 24)).columns
+    shown = fitting_columns(data, width)
+    dropped = [c for c in data[0] if c not in shown and any(r[c] for r in data)]
     try:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
-        cols = list(data[0])
-        print("  ".join(cols))
+        print("  ".join(shown))
         for r in data:
-            print("  ".join(str(r[c]) for c in cols))
-        return 0
-    table = Table(title="framebus streams")
-    for col in data[0]:
-        if col not in ("problem", "bridge") or any(r[col] for r in data):
-            table.add_column(col, justify="right" if col in ("slots", "sequence", "written", "size") else "left")
-    shown = [k for k in data[0] if k not in ("problem", "bridge") or any(x[k] for x in data)]
-    for r in data:
-        table.add_row(*(str(r[k]) for k in shown))
-    Console().print(table)
+            print("  ".join(r[c] for c in shown))
+    else:
+        table = Table(title="framebus streams", box=None, pad_edge=False)
+        for col in shown:
+            table.add_column(col, justify="right" if col in _NUMERIC else "left", no_wrap=col in _NUMERIC or col == "name", overflow="fold")
+        for r in data:
+            table.add_row(*(r[k] for k in shown))
+        Console(width=max(width, len(max((r["name"] for r in data), key=len)) + 4)).print(table)
+    if dropped:
+        print(f"({', '.join(dropped)} not shown at this width: widen the terminal or use --json)")
     return 0

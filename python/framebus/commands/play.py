@@ -1,7 +1,10 @@
 """``framebus play FILE NAME``: decode a video into the stream NAME (created with the video's
 frame shape, or reused when it exists with that shape), paced at the video's frame rate or as
 fast as possible with --fast (lossless readers still hold the writer back). Ctrl-C / SIGTERM
-stops after the frame being written, and the report counts exactly the frames written."""
+stops after the frame being written, and the report counts exactly the frames written. At the
+end the stream is ended (``Stream.end()``): readers get every frame still unread and then
+StreamEndedError, so they need no timeout to notice the end. ``--wait-readers N`` holds the first
+frame until N readers are attached."""
 
 from __future__ import annotations
 
@@ -25,18 +28,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep", action="store_true", help="keep a stream created here after the end (default: unlink it)")
     p.add_argument("--ffmpeg", default=None, help="FFmpeg executable (default: FRAMEBUS_FFMPEG, imageio-ffmpeg, PATH)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    p.add_argument(
+        "--wait-readers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="before the first frame, wait until N readers have the stream open (so a lossless reader gets every frame)",
+    )
+    p.add_argument("--wait-timeout", type=float, default=30.0, metavar="S", help="how long --wait-readers waits (default 30 s; then exit 1)")
 
 
 def run(args: argparse.Namespace) -> int:
     import framebus
-    from framebus.errors import FFmpegError
     from framebus.ffmpeg import VideoReader
 
-    try:
-        reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)
-    except (FileNotFoundError, FFmpegError) as exc:
-        print(f"framebus play: {exc}", file=sys.stderr)
-        return 2
+    reader = VideoReader(args.file, pix_fmt=args.pix_fmt, ffmpeg=args.ffmpeg)  # errors: exit 1 (cli.py)
     created = False
     try:
         stream = framebus.open(args.name)
@@ -51,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         stream = framebus.create(args.name, shape=reader.frame_shape, dtype=reader.frame_dtype, slots=args.slots)
         created = True
+    if args.wait_readers > 0 and not wait_for_readers(stream, args.wait_readers, args.wait_timeout):
+        readers = stream.ownercount - 1
+        stream.unlink() if created and not args.keep else stream.close()
+        print(f"framebus play: {readers} of {args.wait_readers} readers attached to {args.name!r} within {args.wait_timeout:g} s; nothing was played", file=sys.stderr)
+        return 1
     total = 0  # frames of the passes already finished
     current = 0  # frames written by the pass under way
     start = time.perf_counter()
@@ -79,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         reader.close()
     finally:
         show.close(total)
+        stream.end()  # readers get every frame still unread, then StreamEndedError (frames() just ends)
         if created and not args.keep:
             stream.unlink()
         else:
@@ -86,6 +98,16 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print(f"played {total} frames in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.1f} frames/s) into {args.name!r}", file=sys.stderr)
     return 0
+
+
+def wait_for_readers(stream: object, n: int, timeout: float) -> bool:
+    """Waits until ``n`` handles besides ours are attached to ``stream``; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while getattr(stream, "ownercount") - 1 < n:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 class _Stopped(Exception):

@@ -48,11 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import framebus
     from framebus.ffmpeg import VideoWriter
 
-    try:
-        stream = framebus.open(args.name, mode="lossless")
-    except FileNotFoundError as exc:
-        print(f"framebus record: {exc}", file=sys.stderr)
-        return 2
+    stream = framebus.open(args.name, mode="lossless")  # a missing stream: exit 1 (cli.py)
     if stream.variable:
         try:
             return _record_packets(stream, args)
@@ -112,9 +108,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _record_packets(stream: Any, args: argparse.Namespace) -> int:
-    """Records a variable-shape stream of encoded packets (see record_packets)."""
-    from framebus.errors import FFmpegError
-
+    """Records a variable-shape stream of encoded packets (see record_packets). A frame that is
+    not a packet: its message and exit code 1 (a runtime error, as cli.py gives FFmpeg's)."""
     from .record_packets import PacketError, record_packets
 
     display = _Display(args, f"recording {args.name!r} -> {args.out} (packets, -c copy)")
@@ -130,11 +125,11 @@ def _record_packets(stream: Any, args: argparse.Namespace) -> int:
 
     try:
         record_packets(stream, args, stop, update)
-    except (PacketError, FFmpegError) as exc:
+    except PacketError as exc:
+        print(exc.code, file=sys.stderr)
+        return 1
+    finally:
         display.close(frames, stream.total_missed)
-        print(str(exc) if isinstance(exc, FFmpegError) else exc.code, file=sys.stderr)
-        return 2
-    display.close(frames, stream.total_missed)
     print(f"recorded {frames} packets in {time.perf_counter() - start:.1f} s into {args.out}", file=sys.stderr)
     return 0
 

@@ -126,7 +126,10 @@ pub struct Header {
     pub writer_waiters: AtomicU32,
     /// Entries `0..readers_hwm` of the reader table have ever been used.
     pub readers_hwm: AtomicU32,
-    pub _pad2: [u32; 9],
+    /// 1 once the writer ended the stream (`Stream::end`): readers that have read every frame
+    /// stop waiting with `Ended`. The next commit clears it (a restarted producer).
+    pub ended: AtomicU32,
+    pub _pad2: [u32; 8],
     // -- write lock: 320..384
     /// `(tid << 32) | pid` of the lock holder, 0 when free.
     pub lock_owner: AtomicU64,

@@ -202,6 +202,9 @@ impl Stream {
                 }
                 return Ok(seq);
             }
+            if h.ended.load(Ordering::SeqCst) != 0 {
+                return Err(Error::Ended { name: self.name.clone() });
+            }
             if spinning {
                 spins = spins.wrapping_add(1);
                 if spins % 16 != 0 || Instant::now() < spin_until {
@@ -214,7 +217,7 @@ impl Stream {
                 return Err(Error::Timeout { name: self.name.clone(), op: "receive a new frame", seconds: deadline.seconds() });
             };
             h.waiters.fetch_add(1, Ordering::SeqCst);
-            if self.published()?.0 <= after {
+            if self.published()?.0 <= after && h.ended.load(Ordering::SeqCst) == 0 {
                 futex::wait(&h.notify, n, slice);
             }
             waited = true;

@@ -242,6 +242,20 @@ impl Stream {
         best
     }
 
+    /// Ends the stream: readers that have read every frame stop waiting with `Error::Ended`
+    /// (a lossless reader first gets every frame it has not read). A later write clears the mark.
+    pub fn end(&self) {
+        let h = self.header();
+        h.ended.store(1, Ordering::SeqCst);
+        h.notify.fetch_add(1, Ordering::SeqCst);
+        futex::wake_all(&h.notify);
+    }
+
+    /// Whether the writer ended the stream (and has not written since).
+    pub fn is_ended(&self) -> bool {
+        self.header().ended.load(Ordering::SeqCst) != 0
+    }
+
     /// Copies one frame into the stream: `data` must be exactly the stream's frame size.
     pub fn write(&self, data: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
         if self.spec.variable {
@@ -362,6 +376,9 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         desc.payload_len.store(len, Ordering::Relaxed);
         desc.meta_len.store(info.meta.len() as u32, Ordering::Relaxed);
         protocol::commit(&desc.state, seq);
+        if h.ended.load(Ordering::Relaxed) != 0 {
+            h.ended.store(0, Ordering::SeqCst);
+        }
         h.published.store(published(seq, self.slot), Ordering::SeqCst);
         h.frames_written.fetch_add(1, Ordering::Relaxed);
         h.bytes_written.fetch_add(len, Ordering::Relaxed);

@@ -116,6 +116,7 @@ _REGISTRY: Dict[str, str] = {
     "framebus": "fb:FramebusCopy",
     "framebus-view": "fb:FramebusView",
     "framebus-zc": "fb:FramebusZeroCopy",
+    "framebus-pyshmem": "shm:FramebusPyshmem",
     "pyshmem": "shm:Pyshmem",
     "pyshmem-notify": "shm:PyshmemNotify",
     "shm-naive": "shm:NaiveShm",

@@ -26,11 +26,16 @@ MAX_READERS = 64
 # -- pyshmem ---------------------------------------------------------------------------------------
 
 
-class _PyshmemWriter(Writer):
-    def __init__(self, spec: Spec) -> None:
-        import pyshmem
+def _module(name: str) -> Any:
+    """pyshmem itself or framebus.pyshmem (its API on framebus streams)."""
+    import importlib
 
-        self.shm = pyshmem.open(spec.name)
+    return importlib.import_module(name)
+
+
+class _PyshmemWriter(Writer):
+    def __init__(self, spec: Spec, module: str = "pyshmem") -> None:
+        self.shm = _module(module).open(spec.name)
         self._write = self.shm.write
 
     def send(self, src: np.ndarray) -> None:
@@ -41,10 +46,8 @@ class _PyshmemWriter(Writer):
 
 
 class _PyshmemReader(Reader):
-    def __init__(self, spec: Spec) -> None:
-        import pyshmem
-
-        self.shm = pyshmem.open(spec.name)
+    def __init__(self, spec: Spec, module: str = "pyshmem") -> None:
+        self.shm = _module(module).open(spec.name)
         self.out = np.empty(spec.shape, spec.dtype)
         self.last = int(self.shm.count)
         self._read_after = self.shm.read_after
@@ -71,20 +74,20 @@ class Pyshmem(Transport):
     family = "pyshmem"
     lossless_ok = False
     notify = False
+    #: The module whose API is driven: pyshmem, or framebus.pyshmem for the compat row.
+    module = "pyshmem"
 
     @classmethod
     def unavailable(cls) -> Optional[str]:
         try:
-            import pyshmem  # noqa: F401
+            _module(cls.module)
         except ImportError:
-            return "pyshmem is not installed (pip install 'framebus[bench]')"
+            return f"{cls.module} is not installed (pip install 'framebus[bench]')"
         return None
 
     def create(self) -> None:
-        import pyshmem
-
         s = self.spec
-        self.shm = pyshmem.create(s.name, shape=s.shape, dtype=s.dtype, notify=self.notify)
+        self.shm = _module(self.module).create(s.name, shape=s.shape, dtype=s.dtype, notify=self.notify)
 
     def destroy(self) -> None:
         shm = getattr(self, "shm", None)
@@ -93,10 +96,10 @@ class Pyshmem(Transport):
             shm.unlink()
 
     def writer(self) -> Writer:
-        return _PyshmemWriter(self.spec)
+        return _PyshmemWriter(self.spec, self.module)
 
     def reader(self, index: int = 0) -> Reader:
-        return _PyshmemReader(self.spec)
+        return _PyshmemReader(self.spec, self.module)
 
 
 class PyshmemNotify(Pyshmem):
@@ -105,6 +108,16 @@ class PyshmemNotify(Pyshmem):
     key = "pyshmem-notify"
     label = "pyshmem 1.4 notify=True"
     notify = True
+
+
+class FramebusPyshmem(Pyshmem):
+    """framebus.pyshmem: the same pyshmem calls on framebus streams (the compat layer's cost)."""
+
+    key = "framebus-pyshmem"
+    label = "framebus.pyshmem (pyshmem API)"
+    family = "framebus"
+    role = "framebus"
+    module = "framebus.pyshmem"
 
 
 # -- a segment of header words + one payload ---------------------------------------------------------

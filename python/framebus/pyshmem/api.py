@@ -1,0 +1,273 @@
+"""pyshmem's module-level functions on top of framebus's: create, open, stat, list_streams,
+unlink, purge and the ``stream`` context manager."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import math
+import os
+from contextlib import contextmanager
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from .. import _native
+from .. import stream as _fb
+from ..errors import StreamExistsError, StreamNotFoundError
+from . import errors as _err
+from .handle import SharedMemory, _pid_alive
+
+__all__ = ["create", "open", "stat", "list_streams", "unlink", "unlink_quiet", "purge", "stream", "gpu_available", "gpu_supported_dtypes"]
+
+#: The dtypes pyshmem streams may hold.
+DTYPES: FrozenSet[np.dtype] = frozenset(
+    np.dtype(t)
+    for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+              np.float16, np.float32, np.float64, np.bool_, np.complex64, np.complex128)
+)
+
+
+def gpu_available() -> bool:
+    """Whether GPU streams can be created here (``framebus.gpu_available()``)."""
+    import framebus
+
+    return bool(framebus.gpu_available())
+
+
+def gpu_supported_dtypes() -> FrozenSet[np.dtype]:
+    """The dtypes a GPU stream may hold: empty while GPU streams are unavailable (as pyshmem
+    without CUDA-capable torch)."""
+    return DTYPES if gpu_available() else frozenset()
+
+
+def _gpu_device(gpu_device: Any) -> Optional[str]:
+    """pyshmem's device spelling (``"cuda"``, ``"cuda:N"``, ``N``) as ``"cuda:N"``; pyshmem's
+    errors when it is not a CUDA device or no GPU stream can be made here."""
+    if gpu_device is None:
+        return None
+    if isinstance(gpu_device, bool):
+        raise ValueError("only CUDA devices are currently supported")
+    if isinstance(gpu_device, int):
+        device = f"cuda:{gpu_device}"
+    else:
+        text = str(gpu_device)
+        kind, _, index = text.partition(":")
+        if kind != "cuda" or (index and not index.isdigit()):
+            raise ValueError("only CUDA devices are currently supported")
+        device = f"cuda:{int(index or 0)}"
+    if not gpu_available():
+        raise RuntimeError("CUDA is not available for GPU shared memory (framebus.gpu_available() is False)")
+    return device
+
+
+def _shape(shape: Sequence[int]) -> tuple:
+    if not shape:
+        raise ValueError("shape must contain at least one dimension")
+    dims = tuple(int(axis) for axis in shape)
+    if any(axis <= 0 for axis in dims):
+        raise ValueError("shape dimensions must be positive")
+    return dims
+
+
+def _generation(name: str) -> tuple:
+    """(creator pid, instance id) of the stream now under ``name``. The instance id is derived
+    from the segment file's identity, which a new stream under the same name never shares."""
+    info = _native.stream_info(name)
+    st = os.stat(info["path"])
+    digest = hashlib.blake2b(f"{st.st_dev}:{st.st_ino}:{info['creator_pid']}".encode(), digest_size=16)
+    return int(info["creator_pid"]), digest.hexdigest()
+
+
+def _exists(name: str) -> bool:
+    try:
+        _native.stream_info(name)
+    except (StreamNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _wrap(stream: _fb.Stream, *, owner: bool, readonly: bool) -> SharedMemory:
+    try:
+        pid, instance = _generation(stream.name)
+    except OSError:  # unlinked between open and now: the handle still works
+        pid, instance = (os.getpid() if owner else 0), None
+    shm = SharedMemory(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
+    device = getattr(stream, "device", None)  # framebus GPU streams name their CUDA device
+    if isinstance(device, str) and device.startswith("cuda"):
+        shm.gpu_device, shm.gpu_enabled = device, True
+        shm.cpu_mirror = bool(getattr(stream, "cpu_mirror", False))
+    return shm
+
+
+def create(
+    name: str,
+    *,
+    shape: Sequence[int],
+    dtype: Any = np.float32,
+    size: Optional[int] = None,
+    gpu_device: Any = None,
+    cpu_mirror: Optional[bool] = None,
+    auto_unlink: bool = False,
+    notify: bool = False,
+    slots: int = 4,
+) -> SharedMemory:
+    """Creates the stream ``name`` (a framebus stream: ``framebus ls`` lists it) and returns a
+    handle that writes and reads. ``notify`` is accepted and always in effect (readers park
+    on a futex). ``auto_unlink=True`` makes leaving a ``with`` block unlink the stream.
+    ``slots`` (a framebus addition) is the ring's frame count: each ``write_view`` array kept
+    alive after its block holds one, so give several writers that keep theirs more slots
+    than writers plus one.
+
+    Raises FileExistsError (StreamExistsError) when the name is taken, ValueError for a bad
+    name, shape, dtype or size, RuntimeError for ``gpu_device`` while GPU streams are
+    unavailable."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("name must be a non-empty string")
+    dims = _shape(shape)
+    dt = np.dtype(dtype)
+    if dt not in DTYPES:
+        raise ValueError(f"unsupported dtype: {dt}")
+    nbytes = math.prod(dims) * dt.itemsize
+    if size is not None and int(size) != nbytes:
+        raise ValueError(f"size does not match shape and dtype: expected {nbytes}, got {int(size)}")
+    device = _gpu_device(gpu_device)
+    extra: Dict[str, Any] = {} if device is None else {"gpu_device": device, "cpu_mirror": bool(cpu_mirror)}
+    try:
+        s = _fb.create(name, shape=dims, dtype=dt, slots=slots, **extra)
+    except StreamExistsError:
+        raise _err.exists(name) from None
+    shm = _wrap(s, owner=True, readonly=False)
+    shm._auto_unlink = bool(auto_unlink)
+    return shm
+
+
+def open(name: str, *, gpu_device: Any = None, readonly: bool = False) -> SharedMemory:  # noqa: A001
+    """Attaches a handle to the existing stream ``name`` (any framebus stream). ``readonly``
+    refuses writes, clears, the write lock, unsafe views and unlink.
+
+    Raises FileNotFoundError (StreamNotFoundError) with pyshmem's message when it does not
+    exist; RuntimeError for ``gpu_device`` while GPU streams are unavailable."""
+    device = None if gpu_device is False else _gpu_device(gpu_device)
+    try:
+        s = _fb.open(name, readonly=readonly) if device is None else _fb.open(name, readonly=readonly, gpu_device=device)
+    except StreamNotFoundError:
+        raise _err.missing(name) from None
+    return _wrap(s, owner=False, readonly=readonly)
+
+
+@contextmanager
+def stream(
+    name: str,
+    *,
+    shape: Sequence[int],
+    dtype: Any = np.float32,
+    size: Optional[int] = None,
+    gpu_device: Any = None,
+    cpu_mirror: Optional[bool] = None,
+) -> Iterator[SharedMemory]:
+    """Creates a stream for a ``with`` block and unlinks it when the block ends (also on an
+    exception)."""
+    shm = create(name, shape=shape, dtype=dtype, size=size, gpu_device=gpu_device, cpu_mirror=cpu_mirror, auto_unlink=True)
+    try:
+        yield shm
+    finally:
+        shm.unlink()
+
+
+def _write_time(name: str) -> float:
+    try:
+        s = _fb.open(name, readonly=True)
+    except Exception:
+        return 0.0
+    try:
+        return s.write_time
+    finally:
+        s.close()
+
+
+def stat(name: str) -> Dict[str, Any]:
+    """The stream's metadata as a dict, without mapping frames for reading (``write_time``
+    briefly attaches a handle). FileNotFoundError with pyshmem's message if it does not exist."""
+    try:
+        info = _native.stream_info(name)
+        _, instance = _generation(name)
+    except (StreamNotFoundError, FileNotFoundError):
+        raise _err.missing(name) from None
+    count = int(info["sequence"])
+    return {
+        "name": name,
+        "shape": list(info["shape"] or []),
+        "dtype": np.dtype(info["dtype"]).name if info["dtype"] else None,
+        "size": info["frame_bytes"],
+        "gpu_enabled": False,
+        "gpu_device": None,
+        "cpu_mirror": True,
+        "notify": True,
+        "instance_id": instance,
+        "creator_pid": int(info["creator_pid"]),
+        "creator_alive": bool(info["creator_alive"]),
+        "count": count,
+        "write_sequence": 2 * count,
+        "write_time": _write_time(name) if count else 0.0,
+    }
+
+
+def list_streams() -> List[str]:
+    """The names of every stream in /dev/shm (framebus streams, whoever made them), sorted."""
+    return sorted(str(n) for n in _native.stream_names())
+
+
+def unlink(name: str) -> None:
+    """Removes the stream ``name``; silent when there is none (as pyshmem). Open handles keep
+    working until closed."""
+    try:
+        _native.unlink(name)
+    except StreamNotFoundError:
+        pass
+
+
+def unlink_quiet(name: str) -> None:
+    """:func:`unlink` (which is already silent for a missing name)."""
+    unlink(name)
+
+
+def _remove_orphaned_cuda_files() -> List[str]:
+    """Removes /dev/shm/cuda.shm.<id>.<pid hex>.<seq> files (torch CUDA IPC reference
+    counts) whose producer process is gone; returns their names."""
+    removed = []
+    for path in glob.glob("/dev/shm/cuda.shm.*"):
+        base = os.path.basename(path)
+        parts = base.split(".")
+        try:
+            pid = int(parts[-2], 16) if len(parts) >= 4 else 0
+        except ValueError:
+            continue
+        if pid <= 0 or _pid_alive(pid):
+            continue
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(base)
+    return sorted(removed)
+
+
+def purge(*, include_cuda_orphans: bool = False, include_live: bool = False) -> List[str]:
+    """Removes streams and returns their names, sorted: every stale stream (creator dead,
+    nobody attached) and every stream this process created. ``include_live=True`` removes
+    every stream, also those other running processes created and use (pyshmem's purge does
+    that by default). ``include_cuda_orphans=True`` also removes torch's CUDA IPC files of
+    dead producers."""
+    me = os.getpid()
+    removed = []
+    for info in _native.list_info():
+        if include_live or info.get("stale") or info.get("creator_pid") == me:
+            try:
+                _native.unlink(info["name"])
+            except StreamNotFoundError:
+                continue
+            removed.append(str(info["name"]))
+    if include_cuda_orphans:
+        _remove_orphaned_cuda_files()
+    return sorted(removed)

@@ -1,0 +1,72 @@
+"""pyshmem's exception types and the messages its callers match on.
+
+Every class also subclasses the framebus exception a native caller would catch, so one
+``except`` clause works for both APIs: a closed handle raises ``StreamClosedError`` (a
+``RuntimeError``, as pyshmem raises), a missing stream ``StreamNotFoundError`` (a
+``FileNotFoundError``), and so on. Only the messages are pyshmem's.
+"""
+
+from __future__ import annotations
+
+from ..errors import (
+    FramebusError,
+    StreamClosedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    StreamPermissionError,
+    StreamTimeoutError,
+)
+
+__all__ = ["InconsistentStreamError", "StaleStreamError"]
+
+
+class InconsistentStreamError(FramebusError, RuntimeError):
+    """A writer failed before publishing a complete payload (pyshmem's type).
+
+    framebus never publishes a partial frame: an aborted or crashed write is discarded and
+    readers keep the last complete frame, so framebus.pyshmem raises this only where pyshmem's
+    contract and framebus's ring agree (see docs/pyshmem.md)."""
+
+
+class StaleStreamError(FramebusError, RuntimeError):
+    """A handle targets an older generation of a stream name: the name was unlinked and a new
+    stream created under it, which this handle does not own."""
+
+
+def closed(name: str, operation: str) -> StreamClosedError:
+    return StreamClosedError(f"cannot {operation} closed shared memory {name!r}; reopen it with pyshmem.open({name!r})")
+
+
+def closed_while_waiting(name: str) -> StreamClosedError:
+    return StreamClosedError(f"shared memory {name!r} was closed while a read was waiting on it")
+
+
+def read_only(name: str, operation: str) -> StreamPermissionError:
+    return StreamPermissionError(f"cannot {operation} read-only shared memory {name!r}")
+
+
+def missing(name: str) -> StreamNotFoundError:
+    return StreamNotFoundError(f"shared memory {name!r} does not exist; create it with pyshmem.create({name!r}, ...) first")
+
+
+def exists(name: str) -> StreamExistsError:
+    return StreamExistsError(f"shared memory {name!r} already exists; use pyshmem.open({name!r}) to attach to it")
+
+
+def no_new_write(name: str) -> StreamTimeoutError:
+    return StreamTimeoutError(f"timed out waiting for a new write on {name!r}")
+
+
+def count_not_passed(name: str, after: int) -> StreamTimeoutError:
+    return StreamTimeoutError(f"timed out waiting for stream {name!r} to pass count {after}")
+
+
+def lock_timeout() -> StreamTimeoutError:
+    return StreamTimeoutError("timed out waiting for shared memory lock")
+
+
+def gpu_unavailable(what: str) -> RuntimeError:
+    return RuntimeError(
+        f"{what} requires CUDA-backed GPU streams, which this framebus build does not provide "
+        "(framebus.gpu_available() is False); create a CPU stream instead"
+    )

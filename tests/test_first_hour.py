@@ -1,0 +1,190 @@
+"""What a new user meets in the first hour (issue #20): refused lossy casts, the end of a
+stream, `play --wait-readers`, clear messages and exit codes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+import framebus
+
+
+@pytest.fixture
+def name():
+    n = f"first-hour-{uuid.uuid4().hex[:10]}"
+    yield n
+    try:
+        framebus.unlink(n)
+    except FileNotFoundError:
+        pass
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "framebus", *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype,value,bad",
+    [(np.float32, np.array([1.0, 1e300, 2.0]), r"1e\+300"), (np.int8, np.array([1, 300, 2]), "300"), (np.uint8, np.array([1, -1, 2], np.int16), "-1")],
+)
+def test_a_cast_that_loses_values_is_refused_and_nothing_written(name, dtype, value, bad):
+    with framebus.create(name, shape=(3,), dtype=dtype) as w:
+        w.write(np.zeros(3, dtype))
+        if not np.can_cast(value.dtype, dtype, casting="same_kind"):
+            with pytest.raises(ValueError, match="same-kind"):
+                w.write(value)
+        else:
+            with pytest.raises(ValueError, match=rf"value {bad} at index \(1,\).*astype") as err:
+                w.write(value)
+            assert "nothing was written" in str(err.value)
+        assert w.write_sequence == 1 and w.read().tolist() == [0, 0, 0]
+
+
+def test_a_cast_that_only_rounds_is_accepted(name):
+    with framebus.create(name, shape=(2,), dtype=np.float32) as w:
+        w.write(np.array([0.1, 3e38]))
+        assert w.read().tolist() == np.array([0.1, 3e38], np.float32).tolist()
+
+
+def _drain(name: str, mode: str, q) -> None:
+    r = framebus.open(name, mode=mode)
+    q.put("ready")
+    got = []
+    try:
+        while True:
+            got.append(int(r.read_new(timeout=30)[0]))
+    except framebus.StreamEndedError as e:
+        q.put((got, isinstance(e, EOFError)))
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("mode", ["lossless", "latest"])
+def test_end_of_stream_wakes_readers_in_other_processes(name, mode):
+    w = framebus.create(name, shape=(4,), dtype=np.int32, slots=8)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_drain, args=(name, mode, q))
+    p.start()
+    try:
+        assert q.get(timeout=60) == "ready"
+        for i in range(60):
+            w.write(np.full(4, i, np.int32), timeout=10)
+        w.end()
+        got, eof = q.get(timeout=60)
+        assert eof
+        if mode == "lossless":
+            assert got == list(range(60))
+        else:
+            assert got and got == sorted(set(got)) and got[-1] == 59
+    finally:
+        p.join(30)
+        w.close()
+
+
+def test_a_write_after_end_starts_again(name):
+    with framebus.create(name, shape=(2,), dtype=np.uint8) as w, framebus.open(name, mode="lossless") as r:
+        w.write(np.ones(2, np.uint8))
+        w.end()
+        assert w.ended
+        assert r.read_new(timeout=1).tolist() == [1, 1]
+        with pytest.raises(framebus.StreamEndedError):
+            r.read_new(timeout=1)
+        assert [f.seq for f in r.frames(timeout=1)] == []
+        w.write(np.full(2, 2, np.uint8))
+        assert not w.ended
+        assert r.read_new(timeout=1).tolist() == [2, 2]
+
+
+def _count_frames(name: str, q) -> None:
+    import time
+
+    while True:
+        try:
+            r = framebus.open(name, mode="lossless")
+            break
+        except FileNotFoundError:
+            time.sleep(0.005)
+    q.put("attached")
+    n = sum(1 for _ in r.frames(copy=True, timeout=60))
+    q.put(n)
+    r.close()
+
+
+def test_play_waits_for_readers_and_ends_the_stream(name, tmp_path):
+    from framebus.ffmpeg import VideoWriter
+
+    clip = tmp_path / "clip.mp4"
+    with VideoWriter(str(clip), (64, 48), fps=30, preset="ultrafast") as video:
+        for i in range(60):
+            video.write(np.full((48, 64, 3), i * 4, np.uint8))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_count_frames, args=(name, q))
+    p.start()
+    try:
+        res = run_cli("play", str(clip), name, "--fast", "--quiet", "--wait-readers", "1")
+        assert res.returncode == 0, res.stderr
+        assert q.get(timeout=60) == "attached"
+        assert q.get(timeout=60) == 60  # every frame, then the end (not the reader's timeout)
+    finally:
+        p.join(30)
+
+
+def test_play_gives_up_waiting_for_readers_with_exit_1(name, tmp_path):
+    from framebus.ffmpeg import VideoWriter
+
+    clip = tmp_path / "clip.mp4"
+    with VideoWriter(str(clip), (32, 32), fps=30, preset="ultrafast") as video:
+        video.write(np.zeros((32, 32, 3), np.uint8))
+    res = run_cli("play", str(clip), name, "--quiet", "--wait-readers", "2", "--wait-timeout", "0.2")
+    assert res.returncode == 1 and "0 of 2 readers" in res.stderr
+    assert name not in framebus.list_streams()
+
+
+def test_ls_at_80_columns_never_cuts_a_name(name):
+    long = name + "-a-rather-long-camera-name"
+    with framebus.create(long, shape=(1080, 1920, 3), dtype=np.uint8):
+        res = run_cli("ls", COLUMNS="80")
+        assert res.returncode == 0, res.stderr
+        assert long in res.stdout
+        assert "…" not in res.stdout
+        framebus.unlink(long)
+
+
+def test_exit_codes_follow_one_convention(name):
+    assert run_cli("ls", "--no-such-option").returncode == 2
+    assert run_cli("record", name, "/tmp/never.mp4").returncode == 1
+    res = run_cli("--help")
+    assert "exit status" in res.stdout and "usage error" in res.stdout
+
+
+def test_messages_say_what_to_do(name):
+    with pytest.raises(ValueError, match="slots must be between 2 and 64, got -1"):
+        framebus.create(name, shape=(2,), slots=-1)
+    with framebus.create(name, shape=(2,)) as w:
+        with pytest.raises(framebus.LockNotHeldError, match="does not hold"):
+            w.release()
+        with pytest.raises(framebus.StreamExistsError, match="framebus gc.*auto_unlink=True"):
+            framebus.create(name, shape=(2,))
+        w.unlink()
+    with pytest.raises(FileNotFoundError, match="nothing to unlink"):
+        framebus.unlink(name)
+
+
+def test_bench_hints_keep_the_extra_name():
+    from framebus.bench import transport
+
+    res = run_cli("bench", "W1", "--smoke", "--quick")
+    assert res.returncode == 0, res.stderr
+    if "is not installed" in res.stdout:
+        assert "framebus[bench]" in res.stdout
+    assert transport is not None
