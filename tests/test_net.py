@@ -530,8 +530,8 @@ def test_status_records_for_ls(names, bridges, capsys):
         wait_until(lambda: {(r["role"], r["stream"]) for r in net.bridges()} >= {("publish", src_name), ("subscribe", dst_name)}, "status records")
         assert main(["ls", "--json"]) == 0
         rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
-        assert rows[src_name]["bridge"].startswith("-> tcp://127.0.0.1:")
-        assert rows[dst_name]["bridge"].startswith("<- tcp://127.0.0.1:")
+        assert rows[src_name]["bridges"][0].startswith("-> tcp://127.0.0.1:")
+        assert rows[dst_name]["bridges"][0].startswith("<- tcp://127.0.0.1:")
         paths = [pub._status.path, sub._status.path]
         sub.stop()
         pub.stop()
