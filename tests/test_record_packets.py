@@ -5,8 +5,6 @@ Uses the real FFmpeg (imageio-ffmpeg)."""
 from __future__ import annotations
 
 import subprocess
-import sys
-import time
 import uuid
 
 import numpy as np
@@ -16,16 +14,7 @@ import framebus
 from framebus.ffmpeg import VideoReader, find_ffmpeg
 
 pytest.importorskip("imageio_ffmpeg")
-
-
-def cli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "framebus", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_attached(stream, count: int, proc: subprocess.Popen) -> None:
-    while stream.ownercount < count:
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
+from test_record_play import cli, wait_attached  # noqa: E402 - the same command runner and wait
 
 
 def jpeg_packets(n: int) -> list:
