@@ -70,7 +70,7 @@ def damage(name: str, rng: random.Random) -> List[str]:
         max_readers, slots = seg.u32(68), seg.u32(64)
         readers_at, slots_at = seg.u64(200), seg.u64(208)
         for _ in range(rng.randint(1, 3)):
-            kind = rng.choice(["byte", "field", "field", "dtype", "ready", "control", "reader", "slot-record", "resize"])
+            kind = rng.choice(["byte", "field", "field", "dtype", "ready", "control", "reader", "slot-record", "resize", "table", "table"])
             if kind == "byte":
                 at = rng.randrange(HEADER)
                 if PUBLISHED_AT <= at < PUBLISHED_AT + 8:
@@ -109,6 +109,25 @@ def damage(name: str, rng: random.Random) -> List[str]:
                 at = slot_at + rng.randrange(8, 192)  # the state word (offset 0) is a known bug
                 end = min(at + rng.randint(1, 24), slot_at + 192)
                 seg.map[at:end] = os.urandom(end - at)
+            elif kind == "table":
+                # The start of a slot's payload: a variable-shape stream's frame table (count,
+                # end, codec, entries: names, dtypes, ndim, flags, offsets, sizes, shapes).
+                payload_at, stride = seg.u64(216), seg.u64(80)
+                if not slots or not stride or payload_at + stride * slots > seg.size:
+                    continue
+                newest = seg.u64(PUBLISHED_AT) & 0xFF
+                slot = newest if newest < slots and rng.random() < 0.7 else rng.randrange(slots)
+                at = payload_at + stride * slot + rng.choice([rng.randrange(128), 128 + rng.randrange(256), rng.randrange(4096)])
+                if rng.random() < 0.5:
+                    width = rng.choice([4, 8])
+                    at &= ~(width - 1)
+                    value = rng.choice(INTERESTING + [rng.getrandbits(64)]) & ((1 << (8 * width)) - 1)
+                    seg.map[at:at + width] = value.to_bytes(width, "little")
+                    kind = f"table@{at - payload_at}/{width}={value:#x}"
+                else:
+                    n = rng.randint(1, 8)
+                    seg.map[at:at + n] = os.urandom(n)
+                    kind = f"table-bytes@{at - payload_at}"
             elif kind == "resize":
                 done.append(kind)
                 seg.close()
@@ -151,17 +170,32 @@ def exercise(name: str, starting: Any = None) -> List[Tuple[str, str]]:
         s = attempt(f"open-{mode}", lambda: framebus.open(name, mode=mode))
         if s is None:
             continue
-        attempt("read", lambda: float(np.asarray(s.read(), dtype=np.float64).sum()))
+        attempt("read", lambda: _total(s.read()))
         attempt("read_publication", lambda: s.read_publication().meta)
         attempt("read_new", lambda: s.read_new(timeout=0))
-        attempt("view", lambda: float(np.asarray(s.view(timeout=0).array, dtype=np.float64).sum()))
+        attempt("view", lambda: _total(s.view(timeout=0).arrays))
         attempt("wait_view", lambda: s.wait_view(0).meta)
-        attempt("write", lambda: s.write(np.zeros(s.shape, s.dtype), timeout=0.02))
-        attempt("loan", lambda: s.loan(0.02).abort())
+        if s.variable:
+            attempt("write", lambda: s.write({"a": np.zeros(3), "b": b"xy"}, timeout=0.02))
+            attempt("loan", lambda: s.loan(0.02, nbytes=4).abort())
+        else:
+            attempt("write", lambda: s.write(np.zeros(s.shape, s.dtype), timeout=0.02))
+            attempt("loan", lambda: s.loan(0.02).abort())
         attempt("acquire", lambda: (s.acquire(0.02), s.release()))
         attempt("properties", lambda: (s.write_sequence, s.write_time, s.frame_id, s.ownercount, s.lock_owner, repr(s)))
         attempt("close", s.close)
     return out
+
+
+def _total(value: Any) -> float:
+    """Sum of every element of a read (an array, a dict of arrays, bytes or None)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, dict):
+        return sum(_total(v) for v in value.values())
+    if isinstance(value, bytes):
+        return float(sum(value))
+    return float(np.asarray(value, dtype=np.complex128).real.sum())
 
 
 def unexpected(outcomes: List[Tuple[str, str]]) -> List[str]:

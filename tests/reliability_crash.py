@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 import framebus
+import reliability_any_shape
 import reliability_children as ch
 from reliability_helpers import Pattern, Tally, ctx, kill, unique_name, unlink_quietly, wait_until
 
@@ -515,6 +516,7 @@ SCENARIOS: Dict[str, Callable[..., Tally]] = {
     "creator_exit": creator_exits,
     "attach_while_creating": attach_while_creating,
     "writer_recreates_name": writer_recreates,
+    "variable_writer_mid_write": reliability_any_shape.variable_writer_mid_write,
 }
 
 

@@ -132,7 +132,7 @@ def ctx() -> Any:
     global _CTX
     if _CTX is None:
         c = mp.get_context("forkserver")
-        c.set_forkserver_preload(["numpy", "framebus", "reliability_helpers", "reliability_children", "reliability_soak"])
+        c.set_forkserver_preload(["numpy", "framebus", "reliability_helpers", "reliability_children", "reliability_soak", "reliability_any_shape"])
         p = c.Process(target=_nothing)  # start the server now, so that its descriptors are in any baseline
         p.start()
         p.join()

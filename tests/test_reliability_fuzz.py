@@ -53,6 +53,14 @@ def _run_in_child(target: Callable[..., None], *args: Any, bound: float = BOUND)
 
 def _fresh(rng: random.Random) -> str:
     name = unique_name("fz")
+    if rng.random() < 0.35:
+        # A variable-shape stream (frames with their own table of arrays, fuzzed by "table").
+        s = framebus.create(name, capacity=rng.choice([256, 1000, 8192]), slots=rng.randint(2, 5), meta_capacity=rng.choice([0, 16]))
+        for i in range(rng.randint(0, 3)):
+            value = rng.choice([np.arange(i + 2, dtype=np.float32), {"a": np.ones((2, i), np.int16), "b": b"x" * i}, b"pkt" * i])
+            s.write(value, frame_id=i)
+        s.close()
+        return name
     shape = tuple(rng.randint(1, 5) for _ in range(rng.randint(1, 3)))
     dtype = rng.choice([np.uint8, np.float32, np.int64, np.complex64, np.bool_])
     s = framebus.create(name, shape=shape, dtype=dtype, slots=rng.randint(2, 5), meta_capacity=rng.choice([0, 16]), max_readers=rng.randint(2, 6))

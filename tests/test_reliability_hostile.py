@@ -67,6 +67,23 @@ case("create-exists", "framebus.create(name, shape=(4, 6), dtype=np.float32)", E
 case("create-exist-ok-other-spec", "framebus.create(name, shape=(4, 7), dtype=np.float32, exist_ok=True)", E)
 case("create-huge", "framebus.create(name + '-n', shape=(2**20, 2**20), dtype=np.uint8, slots=2)", (V, O))
 case("create-huge-shm", "framebus.create(name + '-n', shape=(1 << 18, 1 << 18), dtype=np.uint8, slots=2)", (V, O))
+# -- variable-shape streams (issue #15) ------------------------------------------------------------
+for i, (kw, exc) in enumerate([("capacity=0", V), ("capacity=-1", V), ("capacity='lots'", V), ("capacity=1.5", T), ("capacity=True", T),
+                               ("capacity=2**70", V), ("capacity='2**70'", V), ("capacity=16, shape=(2,)", V), ("capacity=16, size=16", V)]):
+    case(f"create-capacity-{i}", f"framebus.create(name + '-n', {kw})", exc)
+for i, (call, exc) in enumerate([("s.write(ORIGINAL, codec='h264')", V), ("s.loan(nbytes=4)", V), ("s.loan(arrays={'a': ((2,), 'u1')})", V),
+                                 ("s.loan(shape=(9,))", V), ("s.loan(dtype=np.int8)", V)]):
+    case(f"fixed-per-frame-args-{i}", call, exc)
+_VARIABLE = "v = framebus.create(name + '-v', capacity=4096)\ntry:\n    {}\nfinally:\n    v.unlink()"
+for i, (call, exc) in enumerate([
+    ("v.write(np.zeros(4097, np.uint8))", V), ("v.write(np.zeros((2, 2), object))", T), ("v.write(np.array(['a']))", T),
+    ("v.write({str(i): np.ones(1) for i in range(32)})", V), ("v.write({'n' * 33: np.ones(1)})", V), ("v.write({1: np.ones(1)})", T),
+    ("v.write({})", V), ("v.write(b'x', codec='a b')", V), ("v.loan(shape=(2**62, 2**62, 4), dtype=np.float32)", V),
+    ("v.loan(nbytes=-1)", V), ("v.loan(nbytes=4097)", V), ("v.loan()", V), ("v.loan(arrays={'a': 5})", T),
+    ("v.read(out=np.empty(3))", None), ("v.write(np.ones(3)); v.read(out=np.empty(4))", V), ("v.write({'a': np.ones(3)}); v.view().array.sum()", None),
+    ("v.write({'a': np.ones(3), 'b': np.ones(2)}); v.view().array", V), ("v.write({'a': np.ones(3), 'b': np.ones(2)}); memoryview(v.view())", V),
+]):
+    case(f"variable-{i}", _VARIABLE.format(call), exc)
 # -- open / unlink / stat / list / gc -------------------------------------------------------------
 case("open-missing", "framebus.open(name + '-missing')", F)
 case("open-mode-bogus", "framebus.open(name, mode='bogus')", V)

@@ -4,7 +4,7 @@ an array that already matches a stream's spec never comes here)."""
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -109,3 +109,146 @@ def lossless_cast(arr: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
             f"Scale or clip the data first, or convert it yourself with .astype({str(dtype)!r}) if that is what you want"
         )
     return out
+
+
+# -- variable-shape streams (frames that carry their own shape and dtype) -------------------
+
+#: Most dimensions of an array in a frame (the core's MAX_NDIM).
+MAX_NDIM = 8
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30}
+
+
+def parse_capacity(capacity: Any) -> int:
+    """``capacity`` (an int of bytes, or a string such as ``"32MiB"``, ``"500kB"``) as a
+    positive int; ValueError/TypeError saying what is wrong."""
+    if isinstance(capacity, str):
+        text = capacity.strip().lower().replace(" ", "")
+        digits = text.rstrip("abgikm")
+        unit = text[len(digits):]
+        try:
+            value = float(digits)
+        except ValueError:
+            value = -1.0
+        if unit not in _UNITS or value != value or value <= 0:
+            raise InvalidArgumentError(
+                f"capacity {capacity!r} is not a size; give bytes as an int or a string such as '32MiB', '500kB', '1GiB'"
+            )
+        capacity = int(value * _UNITS[unit])
+    elif isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)):
+        raise TypeError(f"capacity must be an int of bytes or a string such as '32MiB', got {capacity!r}")
+    if capacity <= 0:
+        raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity}")
+    if capacity > MAX_FRAME_BYTES:
+        raise InvalidArgumentError(f"capacity {capacity} is larger than a frame may be ({MAX_FRAME_BYTES} bytes)")
+    return int(capacity)
+
+
+def _frame_shape(shape: Any) -> Tuple[int, ...]:
+    """``shape`` of one array of a variable-shape frame: 0 to 8 non-negative ints."""
+    if isinstance(shape, (bool, np.bool_)):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    try:
+        dims: Tuple[int, ...] = (operator.index(shape),)
+    except TypeError:
+        try:
+            dims = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    if len(dims) > MAX_NDIM:
+        raise InvalidArgumentError(f"shape {dims} has {len(dims)} dimensions; at most {MAX_NDIM} are allowed")
+    if any(d < 0 or d >= 2**63 for d in dims):
+        raise InvalidArgumentError(f"shape dimensions must be from 0 to 2**63-1, got {dims}")
+    return dims
+
+
+def _frame_dtype(dtype: Any, what: str) -> np.dtype:
+    """``dtype`` of one array of a frame: a plain number type, else TypeError naming it."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"{what}: {dtype!r} is not a NumPy dtype: {exc}") from None
+    if dt.kind not in _KINDS or dt.fields is not None or dt.subdtype is not None:
+        raise TypeError(f"{what} has dtype {dt!r}; frames hold bool, integer, float or complex arrays (or bytes)")
+    return dt
+
+
+def _byte_array(value: Any) -> np.ndarray:
+    """A byte payload (bytes, bytearray, memoryview) as a 1-D uint8 array (zero-copy when
+    contiguous)."""
+    view = memoryview(value)
+    if not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    return np.frombuffer(view.cast("B"), np.uint8)
+
+
+def _frame_array(value: Any, stream: str, what: str) -> np.ndarray:
+    """``value`` as a C-contiguous array of a number type (a copy if it is not one)."""
+    if not isinstance(value, np.ndarray):
+        try:
+            value = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - any conversion failure becomes a TypeError
+            raise TypeError(f"cannot convert {what} ({type(value).__name__}) to an array for stream {stream!r}: {exc}") from None
+    _frame_dtype(value.dtype, what)
+    if value.ndim > MAX_NDIM:
+        raise InvalidArgumentError(f"{what} has {value.ndim} dimensions; at most {MAX_NDIM} are allowed")
+    return value if value.flags.c_contiguous else np.array(value, order="C")
+
+
+def frame_parts(value: Any, stream: str) -> Tuple[List[Tuple[str, np.ndarray, bool]], bool]:
+    """What a write of ``value`` to a variable-shape stream is made of: ([(name, C-contiguous
+    array, is_bytes)], written as a dict). Raises TypeError for what is not numeric array data
+    or bytes, ValueError for an empty dict."""
+    if isinstance(value, _BYTES_LIKE):
+        return [("", _byte_array(value), True)], False
+    if isinstance(value, Mapping):
+        if not value:
+            raise InvalidArgumentError(f"a frame must hold at least one array; got an empty dict for stream {stream!r}")
+        parts = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"array names must be str, got {key!r} for stream {stream!r}")
+            if isinstance(item, _BYTES_LIKE):
+                parts.append((key, _byte_array(item), True))
+            else:
+                parts.append((key, _frame_array(item, stream, f"array {key!r}"), False))
+        return parts, True
+    return [("", _frame_array(value, stream, "the frame"), False)], False
+
+
+def loan_layout(shape: Any, dtype: Any, nbytes: Any, arrays: Any) -> Tuple[List[Tuple[str, str, List[int], bool]], bool]:
+    """What a loan of a variable-shape stream lays out, from exactly one of ``shape`` (with
+    ``dtype``), ``nbytes`` or ``arrays`` ({name: (shape, dtype)}): ([(name, dtype.str, shape,
+    is_bytes)], is a dict). ValueError/TypeError saying what is wrong."""
+    given = [label for label, v in (("shape", shape), ("nbytes", nbytes), ("arrays", arrays)) if v is not None]
+    if len(given) != 1:
+        raise InvalidArgumentError(
+            "a loan of a variable-shape stream needs exactly one of shape= (with dtype=), nbytes= "
+            f"(a byte payload) or arrays={{name: (shape, dtype)}}; got {', '.join(given) or 'none'}"
+        )
+    if nbytes is not None:
+        if dtype is not None:
+            raise InvalidArgumentError("loan(nbytes=) lays out a byte payload; leave dtype out")
+        if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)):
+            raise TypeError(f"nbytes must be an int, got {nbytes!r}")
+        return [("", "|u1", list(_frame_shape((int(nbytes),))), True)], False
+    if shape is not None:
+        if dtype is None:
+            raise InvalidArgumentError("loan(shape=) needs dtype= too (for example dtype=np.uint8)")
+        return [("", _frame_dtype(dtype, "the loan").str, list(_frame_shape(shape)), False)], False
+    if dtype is not None:
+        raise InvalidArgumentError("loan(arrays=) gives each array's dtype; leave dtype out")
+    if not isinstance(arrays, Mapping) or not arrays:
+        raise TypeError(f"arrays must be a non-empty dict of name: (shape, dtype), got {arrays!r}")
+    out = []
+    for name, spec in arrays.items():
+        if not isinstance(name, str):
+            raise TypeError(f"array names must be str, got {name!r}")
+        try:
+            sub_shape, sub_dtype = spec
+        except (TypeError, ValueError):
+            raise TypeError(f"arrays[{name!r}] must be a (shape, dtype) pair, got {spec!r}") from None
+        out.append((name, _frame_dtype(sub_dtype, f"array {name!r}").str, list(_frame_shape(sub_shape)), False))
+    return out, True

@@ -7,24 +7,39 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["Frame", "LAYOUT_VERSION", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
+#: Bytes of the table at the start of every frame of a variable-shape stream.
+FRAME_TABLE_BYTES: int
+#: Most arrays one frame of a variable-shape stream may hold.
+MAX_FRAME_ARRAYS: int
+#: Most bytes (UTF-8) of an array name in such a frame.
+MAX_ARRAY_NAME: int
 
 @disjoint_base
 class Stream:
     """One handle on a stream. Use framebus.create()/framebus.open() rather than this class."""
 
-    def __new__(cls, name: str, *, mode: str = "latest", create: Optional[Tuple[str, int, List[int], int, int, int, int, bool]] = None) -> "Stream": ...
+    def __new__(cls, name: str, *, mode: str = "latest", create: Optional[Tuple[str, int, List[int], int, int, int, int, bool, bool]] = None) -> "Stream": ...
     @property
     def name(self) -> str: ...
     @property
-    def shape(self) -> Tuple[int, ...]: ...
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """Frame shape; None for a variable-shape stream (each frame has its own)."""
     @property
-    def dtype(self) -> np.dtype: ...
+    def dtype(self) -> Optional[np.dtype]:
+        """Frame dtype; None for a variable-shape stream (each frame has its own)."""
     @property
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """Bytes per frame (a variable-shape stream: its capacity)."""
+    @property
+    def capacity(self) -> Optional[int]:
+        """Bytes of arrays a frame of a variable-shape stream may hold; None for a fixed shape."""
+    @property
+    def variable(self) -> bool:
+        """Whether each frame carries its own shape and dtype (created with ``capacity=``)."""
     @property
     def slots(self) -> int: ...
     @property
@@ -51,7 +66,7 @@ class Stream:
     def lock_recoveries(self) -> int: ...
     @property
     def lock_owner(self) -> Optional[int]: ...
-    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> None:
+    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None, codec: Optional[str] = None) -> None:
         """Copies ``value`` into the next free slot and publishes it (one copy). ``value`` is
         checked first (shape, dtype, metadata size, ``seq``): on error nothing is written. Waits
         (GIL released) while every slot is pinned or unread by a lossless reader; TimeoutError
@@ -60,19 +75,36 @@ class Stream:
         ValueError; readers count the numbers skipped as missed), as a bridge does to keep its
         source's numbers. LoanOpenError while this thread has an open loan on the stream;
         SequenceExhaustedError (a ValueError) once the newest frame has the largest number
-        (2**56 - 1): numbers never wrap."""
+        (2**56 - 1): numbers never wrap.
+
+        On a variable-shape stream ``value`` is any bool/int/float/complex array (of any shape
+        that fits the capacity), a dict of such arrays by name (one frame, published as a unit),
+        or a byte payload (bytes, bytearray, memoryview); ``codec`` marks a byte payload as an
+        encoded packet (for example ``"h264"``; ``framebus record`` feeds such frames to FFmpeg
+        as they are). Raises ValueError naming the limit for a frame larger than the capacity,
+        more than 31 arrays, a name longer than 32 bytes, a shape whose size overflows, and
+        TypeError for object, text or record dtypes; nothing is written then. One copy."""
+    def _write_raw(self, data: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> None:
+        """Writes a variable-shape frame given whole, table first (as ``Frame._raw`` shows it;
+        a bridge's receiving end). The table is validated against this stream's capacity first
+        (InvalidArgumentError naming the problem; nothing written). One copy."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
-        """Publishes a frame of zeros."""
-    def read(self, *, safe: bool = True, out: Optional[np.ndarray] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> np.ndarray:
+        """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
+    def read(self, *, safe: bool = True, out: Optional[Any] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> Any:
         """A copy of the newest frame (into ``out`` if given; zeros before the first write).
-        Never torn. ``safe`` and ``timeout`` are accepted for pyshmem compatibility."""
-    def read_into(self, out: np.ndarray) -> np.ndarray:
+        Never torn. ``safe`` and ``timeout`` are accepted for pyshmem compatibility.
+
+        On a variable-shape stream: the frame's array, a dict of its named arrays, or ``bytes``
+        for a byte payload (None before the first write); ``out`` is an array (a dict of arrays
+        for a dict frame) of exactly the frame's shape and dtype, else InvalidArgumentError
+        naming both and nothing is copied."""
+    def read_into(self, out: Any) -> Any:
         """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
-    def read_new(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None, safe: bool = True, poll_interval: float = 1e-5) -> np.ndarray:
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, safe: bool = True, poll_interval: float = 1e-5) -> Any:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
-        last one this handle saw and returns a copy. TimeoutError after ``timeout``."""
-    def _read_info(self, *, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]: ...
-    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]: ...
+        last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``."""
+    def _read_info(self, *, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
+    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
     def wait(self, *, timeout: Optional[float] = None) -> int:
         """Waits for a frame newer than the last one this handle saw; returns its sequence."""
     def wait_after(self, after: int, *, timeout: Optional[float] = None) -> int:
@@ -81,12 +113,32 @@ class Stream:
         """Zero-copy read-only view of the newest frame, pinned until released."""
     def wait_view(self, timeout: Optional[float] = None) -> "Frame":
         """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
-    def loan(self, timeout: Optional[float] = None, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> "Loan":
+    def loan(
+        self,
+        timeout: Optional[float] = None,
+        *,
+        frame_id: Optional[int] = None,
+        meta: Optional[Any] = None,
+        timestamp_ns: Optional[int] = None,
+        seq: Optional[int] = None,
+        shape: Optional[Any] = None,
+        dtype: Optional[Any] = None,
+        nbytes: Optional[int] = None,
+        arrays: Optional[Dict[str, Tuple[Any, Any]]] = None,
+        codec: Optional[str] = None,
+    ) -> "Loan":
         """A writable array in the next free slot: fill it, then commit (or leave the with block).
         No copy. ``frame_id``, ``meta``, ``timestamp_ns`` and ``seq`` (as in write()) are checked
         now and attached at commit. LoanOpenError if this thread already has an open loan on
         the stream; SequenceExhaustedError when the sequence numbers are used up; TimeoutError
-        (StreamTimeoutError) when no slot frees up within ``timeout``."""
+        (StreamTimeoutError) when no slot frees up within ``timeout``.
+
+        A variable-shape stream lays the frame out now from exactly one of ``shape=`` with
+        ``dtype=`` (one array), ``nbytes=`` (a byte payload, a writable uint8 array; ``codec=``
+        marks it as an encoded packet) or ``arrays={name: (shape, dtype)}`` (several arrays in
+        one slot: ``loan.arrays`` / the ``with`` target is a dict of writable arrays). Limits as
+        in write(): ValueError/TypeError, nothing claimed. A fixed-shape stream accepts only its
+        own ``shape``/``dtype`` there."""
     def set_role(self, role: str, label: str = "") -> None:
         """Tags this handle for monitors (``framebus top``, ``framebus.stat``): ``role`` is one
         of "handle", "bridge out", "bridge in", "record", "play", "monitor", "writer"; ``label`` a
@@ -113,7 +165,33 @@ class Frame:
     """A committed frame pinned in its slot (zero-copy, read-only)."""
 
     @property
-    def array(self) -> np.ndarray: ...
+    def array(self) -> np.ndarray:
+        """Read-only NumPy view of the frame (zero-copy; keeps the frame pinned while alive). A
+        byte payload is a read-only uint8 array (``bytes(frame.array)`` copies it). A frame of
+        several named arrays raises InvalidArgumentError: use ``arrays``."""
+    @property
+    def arrays(self) -> Dict[str, np.ndarray]:
+        """Read-only zero-copy arrays of the frame by name (``{"": array}`` for a frame written
+        as one array)."""
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """Shape of the frame's array; None for a frame of several named arrays."""
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        """dtype of the frame's array; None for a frame of several named arrays."""
+    @property
+    def names(self) -> Optional[Tuple[str, ...]]:
+        """Names of the arrays of a frame written as a dict; None otherwise."""
+    @property
+    def _raw(self) -> np.ndarray:
+        """The frame's bytes as stored (a variable-shape frame: its table, then its arrays), a
+        read-only uint8 array over the pinned slot (zero-copy); for bridges."""
+    @property
+    def is_bytes(self) -> bool:
+        """Whether the frame is a byte payload."""
+    @property
+    def codec(self) -> Optional[str]:
+        """Codec of an encoded packet (``write(..., codec=)``); None for none."""
     @property
     def seq(self) -> int: ...
     @property
@@ -149,7 +227,11 @@ class Loan:
     @property
     def array(self) -> np.ndarray:
         """The writable array over the claimed slot (no copy; the same array on every call).
-        StreamClosedError once the loan has ended."""
+        StreamClosedError once the loan has ended. A loan of several named arrays raises
+        InvalidArgumentError: use ``arrays``."""
+    @property
+    def arrays(self) -> Dict[str, np.ndarray]:
+        """The writable arrays by name (``{"": array}`` for a loan of one array)."""
     @property
     def seq(self) -> int:
         """The sequence number the frame gets (the explicit ``seq=`` given to loan(), or the next one)."""
@@ -159,7 +241,8 @@ class Loan:
         is then discarded)."""
     def abort(self) -> None:
         """Discards the frame (readers never see it). Idempotent."""
-    def __enter__(self) -> np.ndarray: ...
+    def __enter__(self) -> Any:
+        """The array to fill (a dict of arrays for ``loan(arrays=)``)."""
     def __exit__(self, exc_type: Any = None, _exc: Any = None, _tb: Any = None) -> bool: ...
 
 @final

@@ -16,6 +16,10 @@ class StreamInfo(str):
     path: str
     dtype: Optional[str]
     shape: Optional[Tuple[int, ...]]
+    #: A variable-shape stream (then dtype and shape are None and capacity is set).
+    variable: bool
+    #: Bytes of arrays a frame of a variable-shape stream may hold; None for a fixed shape.
+    capacity: Optional[int]
     slots: Optional[int]
     frame_bytes: Optional[int]
     total_bytes: int

@@ -8,12 +8,12 @@ import errno as _errno
 import operator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 
 from . import _native
-from ._convert import ShapeLike, normalize_dtype, normalize_shape
+from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
 from .errors import InvalidArgumentError, StreamNotFoundError, StreamPermissionError
 
 __all__ = ["Stream", "Publication", "create", "open", "unlink"]
@@ -26,9 +26,12 @@ class Publication:
     ``payload`` is an independent copy. ``count`` is the frame's sequence number (1 for the
     first frame), ``write_time`` its wall-clock time in seconds, ``timestamp_ns`` the same in
     nanoseconds, ``meta`` the writer's metadata bytes, ``missed_publications`` the frames this
-    handle skipped before it (latest mode)."""
+    handle skipped before it (latest mode).
 
-    payload: np.ndarray
+    On a variable-shape stream ``payload`` is what the frame holds: an array, a dict of named
+    arrays, or ``bytes`` for a byte payload (None before the first frame)."""
+
+    payload: Any
     count: int
     frame_id: int
     write_time: float
@@ -40,6 +43,29 @@ class Publication:
     def seq(self) -> int:
         """Alias of ``count``."""
         return self.count
+
+    @property
+    def shape(self) -> Optional[tuple]:
+        """Shape of the frame's array (a byte payload: ``(len,)``); None for a dict frame."""
+        if isinstance(self.payload, np.ndarray):
+            return self.payload.shape
+        if isinstance(self.payload, bytes):
+            return (len(self.payload),)
+        return None
+
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        """dtype of the frame's array (a byte payload: uint8); None for a dict frame."""
+        if isinstance(self.payload, np.ndarray):
+            return self.payload.dtype
+        if isinstance(self.payload, bytes):
+            return np.dtype(np.uint8)
+        return None
+
+    @property
+    def names(self) -> Optional[tuple]:
+        """Names of the arrays of a frame written as a dict; None otherwise."""
+        return tuple(self.payload) if isinstance(self.payload, dict) else None
 
 
 class Stream(_native.Stream):
@@ -187,7 +213,9 @@ class Stream(_native.Stream):
         if self.closed:
             return f"<framebus.Stream {self.name!r} closed>"
         return (
-            f"<framebus.Stream {self.name!r} shape={self.shape} dtype={self.dtype} slots={self.slots} "
+            f"<framebus.Stream {self.name!r} "
+            + (f"capacity={self.capacity} " if self.variable else f"shape={self.shape} dtype={self.dtype} ")
+            + f"slots={self.slots} "
             f"mode={self.mode} seq={self.write_sequence} attached={self.ownercount}>"
         )
 
@@ -217,8 +245,9 @@ def _reopen(name: str, mode: str, readonly: bool) -> Stream:
 def create(
     name: str,
     *,
-    shape: ShapeLike,
+    shape: Optional[ShapeLike] = None,
     dtype: Any = np.float32,
+    capacity: Any = None,
     size: Optional[int] = None,
     slots: int = 4,
     meta_capacity: int = 256,
@@ -243,6 +272,13 @@ def create(
     behind; ``exist_ok=True`` or ``framebus gc`` deal with that). ``notify`` is accepted for
     pyshmem compatibility and ignored: framebus readers always wait on a futex.
 
+    ``capacity`` instead of ``shape`` creates a variable-shape stream: each slot holds up to
+    ``capacity`` bytes of arrays (an int, or a string such as ``"32MiB"``), and every frame
+    carries its own shape and dtype: ``write`` takes any number array that fits, a dict of named
+    arrays (written and read as one frame) or a byte payload (bytes, bytearray, memoryview);
+    ``read`` returns the same (an array, a dict, or bytes); ``loan`` takes ``shape=``/``dtype=``,
+    ``nbytes=`` or ``arrays={name: (shape, dtype)}``. ``dtype`` and ``size`` do not apply then.
+
     Raises StreamExistsError (FileExistsError), ValueError for a bad name/shape/dtype/size,
     TypeError for arguments of the wrong type, InsufficientSpaceError (OSError, ENOSPC) when
     /dev/shm is too small, PermissionError.
@@ -252,8 +288,22 @@ def create(
             "GPU streams (gpu_device=, cpu_mirror=) are not available in this version of framebus; "
             "create a CPU stream and copy tensors with tensor.cpu().numpy()"
         )
-    dims = normalize_shape(shape)
-    dt = normalize_dtype(dtype)
+    if shape is None and capacity is None:
+        raise TypeError(
+            "create() needs shape= (every frame has that shape and dtype) or capacity= (bytes per frame; "
+            "each frame has its own shape and dtype)"
+        )
+    if shape is not None and capacity is not None:
+        raise InvalidArgumentError("give either shape= or capacity=, not both")
+    variable = capacity is not None
+    dims: Tuple[int, ...]
+    if variable:
+        if size is not None:
+            raise InvalidArgumentError("size= cross-checks a fixed shape; a stream created with capacity= takes no size")
+        dims, dt = (parse_capacity(capacity),), np.dtype(np.uint8)
+    else:
+        dims = normalize_shape(shape)  # type: ignore[arg-type]  # not None: checked above
+        dt = normalize_dtype(dtype)
     nbytes = int(np.prod(dims, dtype=object)) * dt.itemsize
     if size is not None and operator.index(size) != nbytes:
         raise InvalidArgumentError(
@@ -270,7 +320,7 @@ def create(
         if not low <= value <= high:
             shown = (oct(low), oct(high)) if label == "mode" else (low, high)
             raise InvalidArgumentError(f"{label} must be between {shown[0]} and {shown[1]}, got {oct(value) if label == 'mode' and value >= 0 else value}")
-    spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok))
+    spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok), variable)
     stream = Stream(name, create=spec)
     stream._auto_unlink = bool(auto_unlink)
     return stream

@@ -173,7 +173,7 @@ pub fn data_ptr(arr: &Bound<'_, PyUntypedArray>) -> DataPtr {
 /// cannot parse it or it is not a plain number type. The core accepts only such strings, so this
 /// is a second line: a bare TypeError, or an array of objects over frame bytes, must never come
 /// out of a damaged header.
-fn number_descr<'py>(py: Python<'py>, dtype: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
+pub fn number_descr<'py>(py: Python<'py>, dtype: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
     let refuse = |why: String| -> PyResult<Bound<'py, PyArrayDescr>> {
         Err(PyErr::from_type(
             error_class(py, "CorruptStreamError")?,

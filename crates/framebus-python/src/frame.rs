@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::array::FrameSpec;
+use crate::frame_arrays::Parts;
 use crate::errors::{error_class, CoreError};
 
 /// Holds a pin; the base object of a frame's arrays.
@@ -39,6 +40,8 @@ pub struct PyFrame {
     timestamp_ns: u64,
     frame_id: i64,
     spec: FrameSpec,
+    /// The frame's own arrays (variable-shape streams); None: one array of `spec`.
+    parts: Option<Arc<Parts>>,
 }
 
 impl PyFrame {
@@ -54,6 +57,21 @@ impl PyFrame {
             timestamp_ns,
             frame_id,
             spec: spec.clone_ref(py),
+            parts: None,
+        }
+    }
+
+    /// Wraps a pinned frame of a variable-shape stream, with the arrays its table describes.
+    pub fn with_parts(py: Python<'_>, name: &Arc<str>, parts: Arc<Parts>, pinned: Pinned) -> PyFrame {
+        let frame = PyFrame::new(py, name, &parts.parts[0].spec, pinned);
+        PyFrame { parts: Some(parts), ..frame }
+    }
+
+    fn several_error(&self, py: Python<'_>) -> PyErr {
+        let names = self.parts.as_ref().map(|p| p.parts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()).unwrap_or_default();
+        match error_class(py, "InvalidArgumentError") {
+            Ok(cls) => PyErr::from_type(cls, (format!("frame {} of stream {:?} holds several arrays {names:?}; use frame.arrays[name]", self.seq, self.name),)),
+            Err(e) => e,
         }
     }
 
@@ -100,21 +118,116 @@ impl PyFrame {
             }
         };
         let holder = Py::new(py, PyPin { pinned })?;
-        // SAFETY: `ptr` points to the frame's bytes in the read-only mapping, which the pin
-        // (the array's base) keeps mapped and unchanged for the array's whole life; read-only flags.
-        let array = unsafe { self.spec.wrap(py, ptr as *mut u8, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, Some(holder.clone_ref(py).into_any()))? };
+        let flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED;
+        let array = match &self.parts {
+            // SAFETY: `ptr` is the start of the pinned slot in the read-only mapping, which the
+            // pin (every array's base) keeps mapped and unchanged; the validated table puts each
+            // array inside the slot; read-only flags.
+            Some(parts) => unsafe { parts.wrap_value(py, ptr as *mut u8, flags, holder.clone_ref(py).into_any())? },
+            // SAFETY: `ptr` points to the frame's bytes in the read-only mapping, which the pin
+            // (the array's base) keeps mapped and unchanged for the array's whole life; read-only flags.
+            None => unsafe { self.spec.wrap(py, ptr as *mut u8, flags, Some(holder.clone_ref(py).into_any()))? },
+        };
         st.holder = Some(holder);
         st.array = Some(array.clone().unbind());
         Ok(array)
+    }
+
+    /// The frame's one array (the only one of a dict of one); InvalidArgumentError for a
+    /// frame of several named arrays. What `array`, the buffer protocol, `__array__` and DLPack
+    /// export.
+    fn single_array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let value = self.make_array(py)?;
+        match value.cast::<PyDict>() {
+            Ok(d) if d.len() == 1 => Ok(d.values().get_item(0)?),
+            Ok(_) => Err(self.several_error(py)),
+            Err(_) => Ok(value),
+        }
+    }
+
+    /// The pin holder of the frame's arrays (made with them).
+    fn holder(&self, py: Python<'_>) -> PyResult<Py<PyPin>> {
+        self.make_array(py)?;
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.holder.as_ref().map(|h| h.clone_ref(py)).ok_or_else(|| self.released_error(py))
     }
 }
 
 #[pymethods]
 impl PyFrame {
     /// Read-only NumPy view of the frame (zero-copy). Keeps the frame pinned while alive.
+    /// A byte payload is a read-only uint8 array (``bytes(frame.array)`` copies it). A frame of
+    /// several named arrays raises InvalidArgumentError: use ``arrays``.
     #[getter]
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)
+        self.single_array(py)
+    }
+
+    /// Read-only zero-copy arrays of the frame by name (a new dict of the same arrays on each
+    /// call). A frame written as one array (or a fixed-shape frame) is ``{"": array}``.
+    #[getter]
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let value = self.make_array(py)?;
+        match value.cast::<PyDict>() {
+            Ok(d) => d.copy(),
+            Err(_) => {
+                let d = PyDict::new(py);
+                d.set_item(self.parts.as_ref().and_then(|p| p.single()).map_or("", |p| p.name.as_str()), value)?;
+                Ok(d)
+            }
+        }
+    }
+
+    /// Shape of the frame's array; None for a frame of several named arrays.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyTuple>> {
+        match &self.parts {
+            Some(p) => p.shape(py),
+            None => Some(self.spec.shape_tuple.bind(py).clone()),
+        }
+    }
+
+    /// dtype of the frame's array; None for a frame of several named arrays.
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match &self.parts {
+            Some(p) => p.dtype(py).map(Bound::into_any),
+            None => Some(self.spec.dtype.bind(py).clone().into_any()),
+        }
+    }
+
+    /// Names of the arrays of a frame written as a dict; None otherwise.
+    #[getter]
+    fn names<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        match &self.parts {
+            Some(p) => p.names(py),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the frame is a byte payload (written as bytes, bytearray or memoryview).
+    #[getter]
+    fn is_bytes(&self) -> bool {
+        self.parts.as_ref().and_then(|p| p.single()).is_some_and(|p| p.bytes)
+    }
+
+    /// The frame's bytes as stored (for a variable-shape stream: its table, then its arrays),
+    /// a read-only uint8 array over the pinned slot (zero-copy). For bridges, which send frames
+    /// as they are; readers use ``array``/``arrays``.
+    #[getter]
+    fn _raw<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let holder = self.holder(py)?;
+        let (ptr, len) = self.with_pinned(py, |p| p.read_only_payload())?.map_err(CoreError)?;
+        let spec = crate::array::FrameSpec::new(py, "|u1", &[len as u64])?;
+        // SAFETY: `ptr`/`len` are the pinned frame's bytes in the read-only mapping, kept
+        // mapped and unchanged by the pin that `holder` (the array's base) owns; read-only flags.
+        unsafe { spec.wrap(py, ptr as *mut u8, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED, Some(holder.into_any())) }
+    }
+
+    /// Codec of an encoded packet (``write(..., codec=)``), None for none.
+    #[getter]
+    fn codec(&self) -> Option<&str> {
+        self.parts.as_ref().and_then(|p| p.codec())
     }
 
     /// Sequence number of the frame (1 for a stream's first frame).
@@ -177,31 +290,31 @@ impl PyFrame {
 
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)?.getattr("__array_interface__")
+        self.single_array(py)?.getattr("__array_interface__")
     }
 
     #[pyo3(signature = (dtype = None, copy = None))]
     fn __array__<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
-        let arr = self.make_array(py)?;
+        let arr = self.single_array(py)?;
         let np = py.import("numpy")?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("dtype", dtype)?;
         kwargs.set_item("copy", copy)?;
-        np.getattr("asarray")?.call((arr,), Some(&kwargs)).or_else(|_| np.getattr("array")?.call((self.make_array(py)?,), Some(&kwargs)))
+        np.getattr("asarray")?.call((arr,), Some(&kwargs)).or_else(|_| np.getattr("array")?.call((self.single_array(py)?,), Some(&kwargs)))
     }
 
     #[pyo3(signature = (*args, **kwargs))]
     fn __dlpack__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)?.getattr("__dlpack__")?.call(args, kwargs)
+        self.single_array(py)?.getattr("__dlpack__")?.call(args, kwargs)
     }
 
     fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_array(py)?.call_method0("__dlpack_device__")
+        self.single_array(py)?.call_method0("__dlpack_device__")
     }
 
     /// Buffer protocol: a read-only buffer of the frame (the array's).
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
-        let arr = slf.get().make_array(slf.py())?;
+        let arr = slf.get().single_array(slf.py())?;
         // SAFETY: `view` is the caller's Py_buffer to fill; the array's own getbuffer fills it
         // and sets view->obj to a new reference of the array, which keeps the pin alive until
         // the consumer releases the buffer.

@@ -7,10 +7,12 @@ use pyo3::types::PyDict;
 mod array;
 mod errors;
 mod frame;
+mod frame_arrays;
 mod loan;
 mod monitor;
 mod pipe;
 mod stream;
+mod stream_variable;
 
 use errors::CoreError;
 
@@ -30,8 +32,12 @@ fn info_dict<'py>(py: Python<'py>, i: &framebus::StreamInfo) -> PyResult<Bound<'
     let d = PyDict::new(py);
     d.set_item("name", &i.name)?;
     d.set_item("path", &i.path)?;
-    d.set_item("dtype", i.spec.as_ref().map(|s| s.dtype.clone()))?;
-    d.set_item("shape", i.spec.as_ref().map(|s| s.shape.clone()))?;
+    let fixed = i.spec.as_ref().filter(|s| !s.variable);
+    let variable = i.spec.as_ref().filter(|s| s.variable);
+    d.set_item("dtype", fixed.map(|s| s.dtype.clone()))?;
+    d.set_item("shape", fixed.map(|s| s.shape.clone()))?;
+    d.set_item("variable", variable.is_some())?;
+    d.set_item("capacity", variable.map(|s| s.shape[0]))?;
     d.set_item("slots", i.spec.as_ref().map(|s| s.slots))?;
     d.set_item("meta_capacity", i.spec.as_ref().map(|s| s.meta_capacity))?;
     d.set_item("frame_bytes", i.spec.as_ref().and_then(|s| s.frame_bytes()))?;
@@ -76,6 +82,9 @@ fn gc(py: Python<'_>, dry_run: bool) -> Vec<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
+    m.add("FRAME_TABLE_BYTES", framebus::ring::frame_table::TABLE_BYTES)?;
+    m.add("MAX_FRAME_ARRAYS", framebus::ring::frame_table::MAX_ARRAYS)?;
+    m.add("MAX_ARRAY_NAME", framebus::ring::frame_table::MAX_NAME)?;
     m.add_class::<stream::PyStream>()?;
     m.add_class::<frame::PyFrame>()?;
     m.add_class::<loan::PyLoan>()?;

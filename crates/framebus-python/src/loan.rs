@@ -15,6 +15,7 @@ use numpy::npyffi::{PyArrayObject, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NP
 use pyo3::prelude::*;
 
 use crate::array::FrameSpec;
+use crate::frame_arrays::Parts;
 use crate::errors::{error_class, CoreError};
 
 type Guard = WriteGuard<Arc<framebus::Stream>>;
@@ -45,6 +46,8 @@ pub struct PyLoan {
     values: LoanValues,
     /// The sequence number the frame gets: the explicit one, or the next one.
     seq: u64,
+    /// The frame's own arrays (variable-shape streams; its table is already in the slot).
+    parts: Option<Arc<Parts>>,
 }
 
 /// The per-frame values given to loan(), attached to the frame at commit.
@@ -78,7 +81,41 @@ impl PyLoan {
     /// Wraps a claimed slot. Allocates nothing but the Python object (and a copy of `meta`).
     pub fn new(name: &Arc<str>, spec: FrameSpec, guard: Guard, values: LoanValues) -> PyLoan {
         let seq = values.seq.unwrap_or(guard.seq());
-        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some(guard)), exported: Mutex::new(None), spec, name: Arc::clone(name), values }
+        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some(guard)), exported: Mutex::new(None), spec, name: Arc::clone(name), values, parts: None }
+    }
+
+    /// Lays the loan out as `parts` (a variable-shape frame whose table the slot holds).
+    pub fn with_parts(mut self, parts: Arc<Parts>) -> PyLoan {
+        self.parts = Some(parts);
+        self
+    }
+
+    /// The loan's value: its array, or the dict of a frame of named arrays.
+    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(guard) = &*open else {
+            return Err(self.finished(py));
+        };
+        let mut exported = self.exported.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((value, _)) = &*exported {
+            return Ok(value.bind(py).clone());
+        }
+        let holder = Py::new(py, PyLoanSlot { _stream: Arc::clone(guard.stream()), pin: Mutex::new(None) })?;
+        let flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE;
+        let value = match &self.parts {
+            // SAFETY: `payload` is the claimed slot, inside the mapping that `holder` (every
+            // array's base) keeps alive; the table written at the claim puts each array inside
+            // it. Writes are allowed: the slot is claimed until the loan ends, and then the
+            // flag is cleared.
+            Some(parts) => unsafe { parts.wrap_value(py, self.payload, flags, holder.clone_ref(py).into_any())? },
+            // SAFETY: `payload` is the claimed slot's frame bytes (frame_bytes long) inside the
+            // mapping that `holder` (the array's base) keeps alive for as long as the array
+            // lives. Writes are allowed: the slot is claimed (no reader sees it) until the loan
+            // ends, and then the flag is cleared.
+            None => unsafe { self.spec.wrap(py, self.payload, flags, Some(holder.clone_ref(py).into_any()))? },
+        };
+        *exported = Some((value.clone().unbind(), holder));
+        Ok(value)
     }
 
     fn finished(&self, py: Python<'_>) -> PyErr {
@@ -104,8 +141,17 @@ impl PyLoan {
             // SAFETY: `o` is a live object and the GIL is held; this only reads its count.
             unsafe { pyo3::ffi::Py_REFCNT(o.as_ptr()) }
         };
-        let in_use = exported.as_ref().filter(|(array, holder)| refs(array) > 1 || refs(holder.as_any()) > 2);
-        let Some((array, holder)) = in_use else {
+        // A dict of named arrays (variable-shape loans): its arrays, each referenced by the
+        // dict and by the list made here.
+        let dict_arrays: Option<Vec<Py<PyAny>>> = match exported.as_ref().map(|(v, _)| v.bind(py).cast::<pyo3::types::PyDict>()) {
+            Some(Ok(d)) => Some(d.values().iter().map(Bound::unbind).collect()),
+            _ => None,
+        };
+        let in_use = exported.as_ref().filter(|(value, holder)| match &dict_arrays {
+            None => refs(value) > 1 || refs(holder.as_any()) > 2,
+            Some(arrays) => refs(value) > 1 || arrays.iter().any(|a| refs(a) > 2) || refs(holder.as_any()) > 1 + arrays.len() as isize,
+        });
+        let Some((value, holder)) = in_use else {
             return match how {
                 End::Commit => guard.commit(&self.values.info()).map(drop).map_err(|e| CoreError(e).into()),
                 End::Abort => {
@@ -114,9 +160,11 @@ impl PyLoan {
                 }
             };
         };
-        // SAFETY: `array` is the ndarray this loan made (a live PyArrayObject, the GIL is held);
-        // clearing WRITEABLE only narrows what later code may do with it.
-        unsafe { (*array.as_ptr().cast::<PyArrayObject>()).fields.flags &= !NPY_ARRAY_WRITEABLE };
+        for array in dict_arrays.as_deref().unwrap_or(std::slice::from_ref(value)) {
+            // SAFETY: `array` is an ndarray this loan made (a live PyArrayObject, the GIL is
+            // held); clearing WRITEABLE only narrows what later code may do with it.
+            unsafe { (*array.as_ptr().cast::<PyArrayObject>()).fields.flags &= !NPY_ARRAY_WRITEABLE };
+        }
         let pin = match how {
             End::Commit => guard.commit_pinned(&self.values.info()).map_err(CoreError)?,
             End::Abort => guard.abort_pinned(),
@@ -130,24 +178,31 @@ impl PyLoan {
 impl PyLoan {
     /// The writable array in shared memory (fill it, then commit). Made once per loan; after
     /// the loan ends it is a read-only view of the published frame that keeps the slot pinned.
+    /// A loan of several named arrays raises InvalidArgumentError: use ``arrays``.
     #[getter]
     fn array<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(guard) = &*open else {
-            return Err(self.finished(py));
-        };
-        let mut exported = self.exported.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((array, _)) = &*exported {
-            return Ok(array.bind(py).clone());
+        let value = self.value(py)?;
+        if let Ok(d) = value.cast::<pyo3::types::PyDict>() {
+            if d.len() == 1 {
+                return d.values().get_item(0);
+            }
+            let cls = error_class(py, "InvalidArgumentError")?;
+            return Err(PyErr::from_type(cls, (format!("the loan of frame {} on stream {:?} holds several named arrays; use loan.arrays[name]", self.seq, self.name),)));
         }
-        let holder = Py::new(py, PyLoanSlot { _stream: Arc::clone(guard.stream()), pin: Mutex::new(None) })?;
-        // SAFETY: `payload` is the claimed slot's frame bytes (frame_bytes long) inside the
-        // mapping that `holder` (the array's base) keeps alive for as long as the array lives.
-        // Writes are allowed: the slot is claimed (no reader sees it) until the loan ends, and
-        // then the flag is cleared.
-        let array = unsafe { self.spec.wrap(py, self.payload, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, Some(holder.clone_ref(py).into_any()))? };
-        *exported = Some((array.clone().unbind(), holder));
-        Ok(array)
+        Ok(value)
+    }
+
+    /// The writable arrays by name (a new dict of the same arrays on each call); a loan of one
+    /// array is ``{"": array}``.
+    #[getter]
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let value = self.value(py)?;
+        if let Ok(d) = value.cast::<pyo3::types::PyDict>() {
+            return d.copy();
+        }
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("", value)?;
+        Ok(d)
     }
 
     /// Sequence number the frame gets when committed.
@@ -169,8 +224,9 @@ impl PyLoan {
         self.end(py, End::Abort)
     }
 
+    /// The array (or the dict of named arrays) to fill.
     fn __enter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.array(py)
+        self.value(py)
     }
 
     #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]

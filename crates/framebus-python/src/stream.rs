@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, StreamSpec};
-use numpy::{PyArrayDescr, PyUntypedArray};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
@@ -14,21 +14,31 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::array::{data_ptr, DataPtr, FrameSpec};
 use crate::errors::{error_class, CoreError, SignalCheck};
 use crate::frame::PyFrame;
+use crate::frame_arrays::{DescrCache, LayoutCache, ReadCache};
 use crate::loan::{LoanValues, PyLoan};
 
 /// Frames at least this large are copied with the GIL released.
-const DETACH_BYTES: usize = 256 * 1024;
+pub(crate) const DETACH_BYTES: usize = 256 * 1024;
 
 /// What `Stream(name, create=...)` asks for: dtype str, itemsize, shape, slots, meta capacity,
-/// max readers, permission bits, exist_ok.
-type CreateArgs = (String, u32, Vec<u64>, u32, u32, u32, u32, bool);
+/// max readers, permission bits, exist_ok, variable (then dtype is "|u1" and shape [capacity]).
+type CreateArgs = (String, u32, Vec<u64>, u32, u32, u32, u32, bool, bool);
 
 /// One handle on a stream (see `framebus.Stream` for the documented API).
 #[pyclass(name = "Stream", module = "framebus._native", subclass, frozen)]
 pub struct PyStream {
-    name: Arc<str>,
+    pub(crate) name: Arc<str>,
     inner: RwLock<Option<Arc<framebus::Stream>>>,
     spec: FrameSpec,
+    /// Frames carry their own table of arrays (created with a capacity).
+    variable: bool,
+    /// dtypes of variable-shape frames, built once per dtype string.
+    pub(crate) descrs: DescrCache,
+    /// The last frame table read and its arrays (variable-shape streams).
+    pub(crate) read_cache: ReadCache,
+    /// The last single-array layouts written and loaned (variable-shape streams).
+    pub(crate) write_layout: LayoutCache,
+    pub(crate) loan_layout: LayoutCache,
     slots: u32,
     meta_capacity: u32,
     mode: ReaderMode,
@@ -63,7 +73,7 @@ pub fn unsigned(py: Python<'_>, what: &str, value: Option<&Bound<'_, PyAny>>) ->
 }
 
 /// (seq, timestamp_ns, frame_id, meta) of a frame read with its record.
-type FrameRecord = (u64, u64, i64, Vec<u8>);
+pub(crate) type FrameRecord = (u64, u64, i64, Vec<u8>);
 
 /// Metadata bytes of a write: bytes are borrowed, other buffers are copied.
 enum Meta<'py> {
@@ -96,7 +106,7 @@ fn meta_of<'py>(py: Python<'py>, meta: Option<&Bound<'py, PyAny>>) -> PyResult<M
 
 impl PyStream {
     /// The core handle, or RuntimeError if closed.
-    fn handle(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
+    pub(crate) fn handle(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
         match &*self.inner.read().unwrap_or_else(|p| p.into_inner()) {
             Some(s) => Ok(s.clone()),
             None => Err(PyErr::from_type(
@@ -108,7 +118,7 @@ impl PyStream {
 
     /// Runs a core operation that may block: first one attempt holding the GIL (unless the
     /// frame is large), then, if it would have to wait, with the GIL released and signal checks.
-    fn blocking<T: Send>(
+    pub(crate) fn blocking<T: Send>(
         &self,
         py: Python<'_>,
         deadline: Deadline,
@@ -136,8 +146,19 @@ impl PyStream {
         signals.finish(result)
     }
 
+    /// InvalidArgumentError when a fixed-shape stream is given per-frame layout arguments.
+    fn refuse_layout(&self, py: Python<'_>, given: bool, what: &str) -> PyResult<()> {
+        if !given {
+            return Ok(());
+        }
+        Err(PyErr::from_type(
+            error_class(py, "InvalidArgumentError")?,
+            (format!("stream {:?} has a fixed frame shape; {what} need a variable-shape stream (framebus.create(name, capacity=...))", self.name),),
+        ))
+    }
+
     /// Warns (LockRecoveredWarning) when `before` differs from the handle's takeover count.
-    fn warn_recovered(&self, py: Python<'_>, s: &framebus::Stream, before: u64) -> PyResult<()> {
+    pub(crate) fn warn_recovered(&self, py: Python<'_>, s: &framebus::Stream, before: u64) -> PyResult<()> {
         if s.lock_recoveries() != before {
             let cls = error_class(py, "LockRecoveredWarning")?;
             let msg = format!("stream {:?}: the write lock was held by a process that died; it was taken over and any frame that process was writing was dropped", self.name);
@@ -191,7 +212,7 @@ impl PyStream {
     }
 }
 
-fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyUntypedArray>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
+fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyAny>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
     let (seq, ts, fid, meta) = info.unwrap_or_default();
     (arr, seq, ts, fid, PyBytes::new(py, &meta)).into_pyobject(py)
 }
@@ -212,8 +233,8 @@ impl PyStream {
             }
         };
         let stream = match create {
-            Some((dtype, itemsize, shape, slots, meta_capacity, max_readers, perm, exist_ok)) => {
-                let spec = StreamSpec { dtype, itemsize, shape, slots, meta_capacity, max_readers };
+            Some((dtype, itemsize, shape, slots, meta_capacity, max_readers, perm, exist_ok, variable)) => {
+                let spec = StreamSpec { dtype, itemsize, shape, slots, meta_capacity, max_readers, variable };
                 let options = CreateOptions { mode: perm, exist_ok };
                 py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
             }
@@ -226,6 +247,11 @@ impl PyStream {
             slots: spec.slots,
             meta_capacity: spec.meta_capacity,
             mode: stream.mode(),
+            variable: spec.variable,
+            descrs: DescrCache::default(),
+            read_cache: ReadCache::default(),
+            write_layout: LayoutCache::default(),
+            loan_layout: LayoutCache::default(),
             inner: RwLock::new(Some(Arc::new(stream))),
         })
     }
@@ -236,22 +262,34 @@ impl PyStream {
         &self.name
     }
 
-    /// Frame shape.
+    /// Frame shape; None for a variable-shape stream (each frame has its own).
     #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
-        self.spec.shape_tuple.bind(py).clone()
+    fn shape<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyTuple>> {
+        (!self.variable).then(|| self.spec.shape_tuple.bind(py).clone())
     }
 
-    /// Frame dtype.
+    /// Frame dtype; None for a variable-shape stream (each frame has its own).
     #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
-        self.spec.dtype.bind(py).clone()
+    fn dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArrayDescr>> {
+        (!self.variable).then(|| self.spec.dtype.bind(py).clone())
     }
 
-    /// Bytes per frame.
+    /// Bytes per frame (for a variable-shape stream: the capacity, the most a frame may hold).
     #[getter]
     fn size(&self) -> usize {
         self.spec.frame_bytes
+    }
+
+    /// Bytes of arrays a frame of a variable-shape stream may hold; None for a fixed shape.
+    #[getter]
+    fn capacity(&self) -> Option<usize> {
+        self.variable.then_some(self.spec.frame_bytes)
+    }
+
+    /// Whether each frame carries its own shape and dtype (created with a capacity).
+    #[getter]
+    fn variable(&self) -> bool {
+        self.variable
     }
 
     /// Frames in the ring.
@@ -337,11 +375,19 @@ impl PyStream {
 
     /// Copies `value` into the next slot and publishes it, with the sequence number `seq` if
     /// given (it must be above the newest frame's).
-    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None))]
+    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
+        if self.variable {
+            let meta = meta_of(py, meta)?;
+            let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
+            let before = s.lock_recoveries();
+            self.write_variable(py, &s, value, &info, codec, deadline(py, timeout)?)?;
+            return self.warn_recovered(py, &s, before);
+        }
+        self.refuse_layout(py, codec.is_some(), "codec=")?;
         let src = self.spec.source(py, &self.name, value)?;
         let meta = meta_of(py, meta)?;
         let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
@@ -358,11 +404,39 @@ impl PyStream {
         self.warn_recovered(py, &s, before)
     }
 
+    /// Writes a frame of a variable-shape stream given whole, table first, as `Frame._raw`
+    /// shows it (a bridge's receiving end). The table is validated against this stream's
+    /// capacity first (InvalidArgumentError naming the problem; nothing written). One copy.
+    #[pyo3(signature = (data, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
+        let s = self.handle(py)?;
+        let buf = PyBuffer::<u8>::get(data)?;
+        if !buf.is_c_contiguous() {
+            return Err(PyTypeError::new_err("_write_raw takes a contiguous bytes-like object"));
+        }
+        let (ptr, len) = (DataPtr(buf.buf_ptr().cast()), buf.len_bytes());
+        let meta = meta_of(py, meta)?;
+        let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
+        let deadline = deadline(py, timeout)?;
+        let before = s.lock_recoveries();
+        self.blocking(py, deadline, len >= DETACH_BYTES, |d, check| {
+            // SAFETY: `buf` (alive for the whole call) exports `len` contiguous bytes at `ptr`.
+            let bytes = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, len) };
+            s.write_raw_frame(bytes, &info, d, check)
+        })?;
+        self.warn_recovered(py, &s, before)
+    }
+
     /// Writes a frame of zeros.
     #[pyo3(signature = (*, timeout = None))]
     fn clear(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
+        if self.variable {
+            return self.clear_variable(py, &s, deadline);
+        }
         self.blocking(py, deadline, true, |d, check| {
             let mut guard = s.begin_write(d, check)?;
             guard.payload_mut().fill(0);
@@ -373,34 +447,49 @@ impl PyStream {
 
     /// Copy of the newest frame.
     #[pyo3(signature = (*, safe = true, out = None, timeout = None, poll_interval = 1e-6))]
-    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, poll_interval: f64) -> PyResult<Bound<'py, PyUntypedArray>> {
+    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
         let _ = (safe, poll_interval);
-        Ok(self.read_impl(py, false, out, timeout, false)?.0)
+        if self.variable {
+            return Ok(self.read_variable(py, false, out, timeout, false)?.0);
+        }
+        Ok(self.read_impl(py, false, out, timeout, false)?.0.into_any())
     }
 
     /// Copies the newest frame into `out` and returns `out`.
-    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
-        Ok(self.read_impl(py, false, Some(out), None, false)?.0)
+    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if self.variable {
+            return Ok(self.read_variable(py, false, Some(out), None, false)?.0);
+        }
+        Ok(self.read_impl(py, false, Some(out), None, false)?.0.into_any())
     }
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
     #[pyo3(signature = (*, timeout = None, out = None, safe = true, poll_interval = 1e-5))]
-    fn read_new<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool, poll_interval: f64) -> PyResult<Bound<'py, PyUntypedArray>> {
+    fn read_new<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
         let _ = (safe, poll_interval);
-        Ok(self.read_impl(py, true, out, timeout, false)?.0)
+        if self.variable {
+            return Ok(self.read_variable(py, true, out, timeout, false)?.0);
+        }
+        Ok(self.read_impl(py, true, out, timeout, false)?.0.into_any())
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the newest frame, read together.
     #[pyo3(signature = (*, out = None))]
     fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = self.read_impl(py, false, out, None, true)?;
+        let (arr, info) = match self.variable {
+            true => self.read_variable(py, false, out, None, true)?,
+            false => self.read_impl(py, false, out, None, true).map(|(a, i)| (a.into_any(), i))?,
+        };
         info_tuple(py, arr, info)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
     #[pyo3(signature = (*, timeout = None, out = None))]
     fn _read_new_info<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = self.read_impl(py, true, out, timeout, true)?;
+        let (arr, info) = match self.variable {
+            true => self.read_variable(py, true, out, timeout, true)?,
+            false => self.read_impl(py, true, out, timeout, true).map(|(a, i)| (a.into_any(), i))?,
+        };
         info_tuple(py, arr, info)
     }
 
@@ -427,6 +516,9 @@ impl PyStream {
             other => other,
         }
         .map_err(CoreError)?;
+        if self.variable {
+            return self.frame_view(py, &s, pinned);
+        }
         Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
     }
 
@@ -436,16 +528,48 @@ impl PyStream {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?;
+        if self.variable {
+            return self.frame_view(py, &s, pinned);
+        }
         Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
     }
 
     /// A writable array in the next free slot, published on commit / clean `with` exit.
-    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None))]
-    fn loan(&self, py: Python<'_>, timeout: Option<f64>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyLoan>> {
+    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None, shape = None, dtype = None, nbytes = None, arrays = None, codec = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn loan(
+        &self,
+        py: Python<'_>,
+        timeout: Option<f64>,
+        frame_id: Option<i64>,
+        meta: Option<&Bound<'_, PyAny>>,
+        timestamp_ns: Option<&Bound<'_, PyAny>>,
+        seq: Option<&Bound<'_, PyAny>>,
+        shape: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        nbytes: Option<&Bound<'_, PyAny>>,
+        arrays: Option<&Bound<'_, PyAny>>,
+        codec: Option<&str>,
+    ) -> PyResult<Py<PyLoan>> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         let meta = meta_of(py, meta)?.as_slice().to_vec();
         let values = LoanValues { frame_id, meta, timestamp_ns, seq };
+        if self.variable {
+            let layout = self.loan_table(py, &s, (shape, dtype, nbytes, arrays), codec)?;
+            return self.loan_variable(py, &s, layout, values, deadline(py, timeout)?);
+        }
+        self.refuse_layout(py, nbytes.is_some() || arrays.is_some() || codec.is_some(), "nbytes=, arrays= and codec=")?;
+        if shape.is_some() || dtype.is_some() {
+            let shape_ok = shape.is_none_or(|sh| crate::stream_variable::small_shape(sh).is_some_and(|(d, n)| d[..n].iter().map(|&x| x as usize).eq(self.spec.shape.iter().copied())));
+            let dtype_ok = dtype.is_none_or(|dt| PyArrayDescr::new(py, dt).is_ok_and(|d| d.is_equiv_to(self.spec.dtype.bind(py))));
+            if !shape_ok || !dtype_ok {
+                return Err(PyErr::from_type(
+                    error_class(py, "InvalidArgumentError")?,
+                    (format!("stream {:?} has a fixed frame shape {:?} and dtype {}; loan(shape=, dtype=) must match them or be left out", self.name, self.spec.shape, self.spec.dtype.bind(py)),),
+                ));
+            }
+        }
         s.check_frame(self.spec.frame_bytes, &values.info()).map_err(CoreError)?;
         let deadline = deadline(py, timeout)?;
         let before = s.lock_recoveries();

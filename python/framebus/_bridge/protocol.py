@@ -1,4 +1,4 @@
-"""The bridge's wire format, version 1. Pure Python, no ZeroMQ: it only packs and checks bytes.
+"""The bridge's wire format, version 2. Pure Python, no ZeroMQ: it only packs and checks bytes.
 
 Every message starts with an 8-byte prefix ``<4sBBH``: magic ``b"FBNT"``, protocol version, kind,
 flags. Then, by kind (all integers little-endian):
@@ -23,6 +23,11 @@ A receiver checks magic and version first. A peer of another version gets REFUSE
 format never changes) and is not served; a message without the magic is reported as
 ProtocolError. The whole frame spec travels in every FRAME header, so a subscriber checks each
 frame against its local stream and can never write a frame of one spec into a stream of another.
+
+Version 2 carries variable-shape streams: their spec is the dtype string ``VARIABLE`` ("var")
+with the shape ``(capacity,)``, and a FRAME's payload is the frame as the source stores it, its
+table of arrays (names, dtypes, shapes, offsets) first, then the arrays; the receiving stream
+validates that table before it writes anything (see docs/layout.md, "Frame table").
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ from typing import Any, Dict, NamedTuple, Tuple, Union
 from .errors import ProtocolError
 
 MAGIC = b"FBNT"
-VERSION = 1
+VERSION = 2
+
+#: dtype string of the spec of a variable-shape stream (its shape is (capacity,)).
+VARIABLE = "var"
 
 HELLO, WELCOME, FRAME, ACK, HEARTBEAT, BYE, RESET, REFUSE = range(1, 9)
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", FRAME: "FRAME", ACK: "ACK", HEARTBEAT: "HEARTBEAT", BYE: "BYE", RESET: "RESET", REFUSE: "REFUSE"}
@@ -51,6 +59,13 @@ U64 = struct.Struct("<Q")
 ACK_BODY = struct.Struct("<QQ")
 
 Buffer = Union[bytes, bytearray, memoryview]
+
+
+def spec_of(stream: Any) -> Tuple[str, Tuple[int, ...]]:
+    """The wire spec of a local stream: (dtype string, shape), or (VARIABLE, (capacity,))."""
+    if stream.variable:
+        return (VARIABLE, (int(stream.capacity),))
+    return (stream.dtype.str, tuple(stream.shape))
 
 
 class FrameHeader(NamedTuple):

@@ -34,11 +34,18 @@ from ..errors import InvalidArgumentError, StreamNotFoundError
 from ..info import stat as _stat
 from . import codec, protocol as P
 from .errors import ProtocolError
+from .protocol import spec_of
 from .base import SLICE_S, TICK_S, Bridge, positive
 from .sockets import check_endpoint, curve_server, zmq_error
 
 #: Use zero-copy views when the stream offers them (tests turn this off to cover the fallback).
 USE_VIEWS = True
+
+
+def _wire_array(src: Any, frame: Any) -> Any:
+    """What goes on the wire for a view: the array, or for a variable-shape stream the frame as
+    stored (its table, then its arrays), zero-copy."""
+    return frame._raw if src.variable else frame.array
 
 
 class _Peer:
@@ -187,8 +194,9 @@ class Publisher(Bridge):
         for peer in self._peers.values():
             peer.last_sent_seq = 0  # sequence numbers start again in a new segment
         self._refresh = True  # send the newest frame at once (it was written before we attached)
-        self._spec = (src.dtype.str, tuple(src.shape))
-        self._views = USE_VIEWS and hasattr(src, "wait_view")
+        self._spec = spec_of(src)
+        # A variable-shape frame is sent as it is stored (table first): through a view.
+        self._views = (USE_VIEWS or src.variable) and hasattr(src, "wait_view")
         # Latest mode keeps at most slots-2 slots pinned by in-flight sends so the source's
         # writer always has a free slot; beyond that, frames are copied.
         self._pin_cap = max(0, src.slots - 2)
@@ -233,7 +241,7 @@ class Publisher(Bridge):
                 # Lossless: only the frame the reader saw at open; a newer one comes in order
                 # through wait_view (sending it now would skip the frames before it).
                 if self.mode == "latest" or frame.seq == src.last_seq:
-                    return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, frame.array, frame)
+                    return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, _wire_array(src, frame), frame)
                 frame.release()
         try:
             if not self._views:
@@ -242,7 +250,7 @@ class Publisher(Bridge):
             frame = src.wait_view(timeout=SLICE_S)
         except TimeoutError:
             return None
-        return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, frame.array, frame)
+        return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, _wire_array(src, frame), frame)
 
     def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
         nbytes = arr.nbytes

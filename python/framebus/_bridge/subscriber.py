@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import zmq
 
-from .. import stream as _stream
+from .. import _native, stream as _stream
 from .._convert import normalize_dtype, normalize_shape
 from ..errors import InvalidArgumentError, StreamExistsError, StreamTimeoutError
 from ..info import stat as _stat
@@ -280,7 +280,10 @@ class Subscriber(Bridge):
         """Stores one frame in the local stream and does the bookkeeping (lossless: then acks)."""
         self._ensure_stream(h.spec, h.slots, h.meta_capacity)
         s = self._stream
-        if h.nbytes != s.size:
+        if s.variable:
+            if not 0 < h.nbytes <= s.size + _native.FRAME_TABLE_BYTES:
+                raise ProtocolError(f"frame {h.seq} from {self.endpoint} carries {h.nbytes} bytes; a frame of capacity {s.size} holds at most {s.size + _native.FRAME_TABLE_BYTES}")
+        elif h.nbytes != s.size:
             raise ProtocolError(f"frame {h.seq} from {self.endpoint} carries {h.nbytes} bytes; its spec {h.spec} takes {s.size}")
         data = payload.buffer
         if not h.flags & P.F_ZSTD and len(data) != h.nbytes:
@@ -317,7 +320,7 @@ class Subscriber(Bridge):
         while not self._stop.is_set():
             seq = self._local_seq(h)
             try:
-                if USE_LOANS and h.flags & P.F_ZSTD:
+                if USE_LOANS and h.flags & P.F_ZSTD and not s.variable:
                     loan = s.loan(TICK_S, frame_id=h.frame_id, meta=h.meta, timestamp_ns=h.timestamp_ns, seq=seq)
                     with loan as arr:
                         self._decompress(data, arr.reshape(-1).view(np.uint8).data)
@@ -346,6 +349,18 @@ class Subscriber(Bridge):
     def _write(self, s: Any, h: P.FrameHeader, data: memoryview, seq: int) -> None:
         """One copy through write(), straight from ZeroMQ's buffer (GIL released, streaming
         stores for large frames: faster than filling a loan with NumPy)."""
+        if s.variable:
+            raw: Any = data
+            if h.flags & P.F_ZSTD:
+                raw = bytearray(h.nbytes)
+                self._decompress(data, memoryview(raw))
+            try:
+                s._write_raw(raw, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns, seq=seq)
+            except InvalidArgumentError as exc:
+                if "table is invalid" in str(exc):
+                    raise ProtocolError(f"frame {h.seq} from {self.endpoint}: {exc}") from None
+                raise
+            return
         if h.flags & P.F_ZSTD:
             buf = np.empty(s.shape, s.dtype)
             self._decompress(data, buf.reshape(-1).view(np.uint8).data)
@@ -358,13 +373,21 @@ class Subscriber(Bridge):
         """Makes the local stream match ``spec``: keeps it, creates it, or replaces it (only a
         stream this bridge owns). SpecMismatchError when the spec is not what was asked for."""
         s = self._stream
-        if s is not None and (s.dtype.str, tuple(s.shape)) == spec and s.meta_capacity >= meta_capacity:
+        if s is not None and P.spec_of(s) == spec and s.meta_capacity >= meta_capacity:
             return
         dtype, shape = spec
+        variable = dtype == P.VARIABLE
         try:
-            dt = np.dtype(dtype)
+            dt = np.dtype(np.uint8 if variable else dtype)
         except TypeError:
             raise ProtocolError(f"the publisher at {self.endpoint} sent an unknown dtype {dtype!r}") from None
+        if variable and (len(shape) != 1 or shape[0] <= 0):
+            raise ProtocolError(f"the publisher at {self.endpoint} sent a variable-shape spec of capacity {shape}")
+        if variable and (self.expect_shape is not None or self.expect_dtype is not None):
+            raise SpecMismatchError(
+                f"the publisher at {self.endpoint} sends a variable-shape stream (each frame has its own shape and dtype, "
+                f"capacity {shape[0]} bytes); this subscriber expects shape {self.expect_shape or 'any'} and dtype {self.expect_dtype or 'any'}"
+            )
         if (self.expect_shape is not None and tuple(shape) != self.expect_shape) or (self.expect_dtype is not None and dt != self.expect_dtype):
             raise SpecMismatchError(
                 f"the publisher at {self.endpoint} sends frames of shape {tuple(shape)} and dtype {dt}; "
@@ -378,17 +401,19 @@ class Subscriber(Bridge):
                 )
             self._drop_stream(unlink=True)
             self.spec_changes += 1
-        self._stream, self._owned = self._make_stream(shape, dt, self.slots or max(2, slots), meta_capacity)
+        self._stream, self._owned = self._make_stream(shape, dt, self.slots or max(2, slots), meta_capacity, variable)
         self._stream.set_role("bridge in", f"<- {self.endpoint}")
         if self.tune_malloc:
             # Frames in flight (the window) plus the one being stored and the one arriving.
             self.heap_reserved = heap.reserve(self._stream.size, self.hwm + 2)
         self.state = "running"
 
-    def _make_stream(self, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int) -> Tuple[Any, bool]:
+    def _make_stream(self, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int, variable: bool = False) -> Tuple[Any, bool]:
         name = self.stream_name
         for _ in range(3):
             try:
+                if variable:
+                    return _stream.create(name, capacity=shape[0], slots=slots, meta_capacity=meta_capacity), True
                 return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
             except StreamExistsError:
                 pass
@@ -396,7 +421,10 @@ class Subscriber(Bridge):
                 info = _stat(name)
             except FileNotFoundError:
                 continue
-            same = info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape) and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
+            same = (
+                (info.capacity == shape[0] if variable else info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape))
+                and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
+            )
             if info.creator_alive and not info.stale:
                 if not same:
                     raise SpecMismatchError(

@@ -39,6 +39,7 @@ def _producer(name: str, seconds: float, fps: float, ready: Any) -> None:
     import framebus
 
     with framebus.open(name) as stream:
+        assert stream.shape is not None  # the demo creates a fixed-shape stream
         h, w, _ = stream.shape
         frames = _frames(h, w)
         ready.wait()
@@ -61,6 +62,7 @@ def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
     import framebus
 
     with framebus.open(name, mode=mode) as stream:
+        assert stream.shape is not None and stream.dtype is not None  # the demo creates a fixed-shape stream
         h, w, c = stream.shape
         checks = [f[0, :64].copy() for f in _frames(h, w)]
         out = np.empty(stream.shape, stream.dtype)

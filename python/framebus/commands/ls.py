@@ -55,6 +55,10 @@ def records() -> List[Dict[str, Any]]:
                 "path": s.path,
                 "shape": list(s.shape) if s.shape else None,
                 "dtype": s.dtype,
+                # A variable-shape stream has no shape or dtype: each frame has its own, up to
+                # its capacity (bytes of arrays per frame).
+                "variable": bool(s.variable),
+                "capacity": s.capacity,
                 "slots": s.slots,
                 "frame_bytes": s.frame_bytes,
                 "total_bytes": s.total_bytes,
@@ -80,8 +84,8 @@ def rows() -> List[Dict[str, str]]:
         out.append(
             {
                 "name": r["name"],
-                "shape": "x".join(map(str, r["shape"])) if r["shape"] else "?",
-                "dtype": r["dtype"] or "?",
+                "shape": f"any, {human_bytes(r['capacity'] or 0)}/frame" if r["variable"] else "x".join(map(str, r["shape"])) if r["shape"] else "?",
+                "dtype": "any" if r["variable"] else r["dtype"] or "?",
                 "writer": r["writer"],
                 "readers": f"{r['readers']}" + (f" ({r['lossless']} lossless)" if r["lossless"] else ""),
                 "sequence": str(r["sequence"]),

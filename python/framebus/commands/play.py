@@ -46,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
     created = False
     try:
         stream = framebus.open(args.name)
-        if tuple(stream.shape) != reader.frame_shape or stream.dtype != reader.frame_dtype:
-            shape, dtype = tuple(stream.shape), stream.dtype
+        # A variable-shape stream takes frames of any shape.
+        if not stream.variable and (stream.shape != reader.frame_shape or stream.dtype != reader.frame_dtype):
+            shape, dtype = stream.shape, stream.dtype
             stream.close()
             raise SystemExit(
                 f"framebus play: stream {args.name!r} holds {shape} {dtype} frames, the video decodes to "

@@ -17,7 +17,7 @@ HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8)")
+    p.add_argument("name", help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8; or, on a variable-shape stream, encoded packets written with codec=, remuxed as they are)")
     p.add_argument("out", help="output video file, e.g. out.mp4")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate written into the file (default 30)")
     p.add_argument("--codec", default="libx264", help="FFmpeg video codec (default libx264)")
@@ -50,7 +50,13 @@ def run(args: argparse.Namespace) -> int:
 
     stream = framebus.open(args.name, mode="lossless")  # a missing stream: exit 1 (cli.py)
     stream.set_role("record", args.out)
+    if stream.variable:
+        try:
+            return _record_packets(stream, args)
+        finally:
+            stream.close()
     try:
+        assert stream.shape is not None
         shape = tuple(stream.shape)
         pix_fmt = args.pix_fmt or pix_fmt_for(shape, stream.dtype)
         size = (shape[1], shape[0])
@@ -99,6 +105,33 @@ def run(args: argparse.Namespace) -> int:
         stream.close()
     elapsed = time.perf_counter() - start
     print(f"recorded {frames} frames in {elapsed:.1f} s into {args.out}" + (" (stopped by Ctrl-C)" if interrupted else ""), file=sys.stderr)
+    return 0
+
+
+def _record_packets(stream: Any, args: argparse.Namespace) -> int:
+    """Records a variable-shape stream of encoded packets (see record_packets). A frame that is
+    not a packet: its message and exit code 1 (a runtime error, as cli.py gives FFmpeg's)."""
+    from .record_packets import PacketError, record_packets
+
+    display = _Display(args, f"recording {args.name!r} -> {args.out} (packets, -c copy)")
+    stop = threading.Event()
+    stop_on_signals(stop)
+    start = time.perf_counter()
+    frames = 0
+
+    def update(n: int) -> None:
+        nonlocal frames
+        frames = n
+        display.update(n, stream.total_missed)
+
+    try:
+        record_packets(stream, args, stop, update)
+    except PacketError as exc:
+        print(exc.code, file=sys.stderr)
+        return 1
+    finally:
+        display.close(frames, stream.total_missed)
+    print(f"recorded {frames} packets in {time.perf_counter() - start:.1f} s into {args.out}", file=sys.stderr)
     return 0
 
 

@@ -90,6 +90,13 @@ class SharedMemory:
     cpu_mirror: bool = True
 
     def __init__(self, stream: _fb.Stream, *, owner: bool, readonly: bool, creator_pid: int, instance_id: Optional[str]) -> None:
+        if stream.shape is None:
+            # pyshmem's API has one shape per stream; frames of any shape need the native API.
+            stream.close()
+            raise InvalidArgumentError(
+                f"stream {stream.name!r} has variable-shape frames (created with capacity=); "
+                "the pyshmem API needs a fixed shape: use framebus.open() for this stream"
+            )
         self._s = stream
         # The native calls of the hot paths, bound once.
         self._native_write = stream.write

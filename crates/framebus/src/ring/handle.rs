@@ -135,6 +135,9 @@ impl Stream {
         h.readers_offset = g.readers_offset;
         h.slots_offset = g.slots_offset;
         h.payload_offset = g.payload_offset;
+        if spec.variable {
+            h.flags |= layout::FLAG_VARIABLE;
+        }
         h.magic = MAGIC;
         // SAFETY: the first HEADER_BYTES of the mapping are the header written just above.
         let image = unsafe { std::slice::from_raw_parts(map.as_ptr(), HEADER_BYTES) };
@@ -372,6 +375,7 @@ fn validate_header(h: &Header, file_len: u64) -> std::result::Result<(StreamSpec
         slots: h.slot_count,
         meta_capacity: h.meta_capacity,
         max_readers: h.max_readers,
+        variable: h.flags & layout::FLAG_VARIABLE != 0,
     };
     let expected = spec.geometry().map_err(|e| e.to_string())?;
     if expected != Geometry::of(h) {
@@ -396,5 +400,8 @@ pub fn now_ns() -> u64 {
 
 /// `dtype[shape] x slots` for messages.
 pub fn describe(spec: &StreamSpec) -> String {
+    if spec.variable {
+        return format!("variable shape, capacity {} bytes per frame, slots {} meta_capacity {}", spec.shape[0], spec.slots, spec.meta_capacity);
+    }
     format!("dtype {} shape {:?} slots {} meta_capacity {}", spec.dtype, spec.shape, spec.slots, spec.meta_capacity)
 }

@@ -1,4 +1,4 @@
-//! The shared-memory layout of a stream, version 1. This file is the single definition of the
+//! The shared-memory layout of a stream, version 2. This file is the single definition of the
 //! format; docs/layout.md describes it for people. Any change to a struct here that moves a field
 //! bumps [`VERSION`], and readers refuse versions they do not know.
 //!
@@ -8,6 +8,8 @@
 //! slots_offset         SlotDesc    x slot_count        (192 bytes each)
 //! payload_offset       payload     x slot_count        (slot_stride each, a multiple of 4096)
 //!                      each payload: frame bytes, then up to meta_capacity metadata bytes
+//!                      (variable-shape streams: the frame bytes start with the frame's
+//!                      table of arrays, see `frame_table`)
 //! ```
 //!
 //! Words that change after creation are atomics (through `sync::atomic`), everything else is
@@ -18,7 +20,13 @@ use crate::sync::atomic::{AtomicU32, AtomicU64};
 /// First bytes of every segment.
 pub const MAGIC: [u8; 8] = *b"FRAMEBUS";
 /// Layout version this build reads and writes.
-pub const VERSION: u32 = 1;
+/// Version 2 added variable-shape streams (`FLAG_VARIABLE`, a table at the start of each
+/// frame); a version-1 reader refuses such a segment by this number.
+pub const VERSION: u32 = 2;
+/// `Header::flags` bit 0: a variable-shape stream. Its spec records `|u1` of shape
+/// `[capacity]`, `frame_bytes` is `frame_table::TABLE_BYTES + capacity`, and every frame starts
+/// with its own table of arrays.
+pub const FLAG_VARIABLE: u32 = 1;
 /// Value of `Header::ready` once the creator has finished.
 pub const READY: u32 = 0x5245_4459; // "READY"
 /// Payload alignment (a page).
@@ -169,7 +177,8 @@ pub struct SlotDesc {
     pub payload_len: AtomicU64,
     /// Metadata bytes stored after the payload.
     pub meta_len: AtomicU32,
-    /// Bit 0: the frame has its own shape (below) instead of the stream's.
+    /// Reserved (zero): a variable-shape stream keeps per-frame shapes in the frame table at the
+    /// start of the payload, where readers see them through the read-only mapping.
     pub flags: AtomicU32,
     pub ndim: AtomicU32,
     pub _pad0: u32,

@@ -1,6 +1,7 @@
 //! The ring of frame slots in one segment: layout, handles, the writer and the readers.
 
 mod copy;
+pub mod frame_table;
 pub mod monitor;
 mod handle;
 pub mod layout;
@@ -8,6 +9,7 @@ pub mod protocol;
 mod reader;
 mod readers;
 mod spec;
+mod variable;
 mod writer;
 
 pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};

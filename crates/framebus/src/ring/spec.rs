@@ -18,17 +18,31 @@ pub struct StreamSpec {
     pub meta_capacity: u32,
     /// Handles that may be attached at once.
     pub max_readers: u32,
+    /// A variable-shape stream: `shape` is `[capacity]` of `|u1` (bytes of array data per
+    /// frame) and every frame carries its own table of arrays (see `frame_table`).
+    pub variable: bool,
 }
 
 impl StreamSpec {
     /// A spec with the default ring (4 slots, 256 metadata bytes, 64 handles).
     pub fn new(dtype: impl Into<String>, itemsize: u32, shape: Vec<u64>) -> StreamSpec {
-        StreamSpec { dtype: dtype.into(), itemsize, shape, slots: 4, meta_capacity: 256, max_readers: 64 }
+        StreamSpec { dtype: dtype.into(), itemsize, shape, slots: 4, meta_capacity: 256, max_readers: 64, variable: false }
     }
 
-    /// Bytes of one frame.
+    /// A variable-shape stream whose frames may hold up to `capacity` bytes of arrays each
+    /// (the default ring otherwise).
+    pub fn variable(capacity: u64) -> StreamSpec {
+        StreamSpec { variable: true, ..StreamSpec::new("|u1", 1, vec![capacity]) }
+    }
+
+    /// Bytes of one frame (for a variable-shape stream: its table and capacity).
     pub fn frame_bytes(&self) -> Option<u64> {
-        self.shape.iter().try_fold(u64::from(self.itemsize), |acc, &d| acc.checked_mul(d))
+        let data = self.shape.iter().try_fold(u64::from(self.itemsize), |acc, &d| acc.checked_mul(d))?;
+        if self.variable {
+            data.checked_add(super::frame_table::TABLE_BYTES)
+        } else {
+            Some(data)
+        }
     }
 
     /// Checks every field and lays out the segment.
@@ -44,6 +58,9 @@ impl StreamSpec {
             return bad("dtype itemsize must be positive".into());
         }
         check_dtype(&self.dtype, self.itemsize).map_err(Error::InvalidArgument)?;
+        if self.variable && (self.dtype != "|u1" || self.shape.len() != 1) {
+            return bad(format!("a variable-shape stream is recorded as |u1 of shape [capacity], got {} of shape {:?}", self.dtype, self.shape));
+        }
         if !(2..=MAX_SLOTS).contains(&self.slots) {
             return bad(format!("slots must be between 2 and {MAX_SLOTS}, got {}", self.slots));
         }
@@ -56,7 +73,10 @@ impl StreamSpec {
         let frame_bytes = self
             .frame_bytes()
             .filter(|&b| b <= isize::MAX as u64 / 128)
-            .ok_or_else(|| Error::InvalidArgument(format!("a frame of shape {:?} and itemsize {} is too large", self.shape, self.itemsize)))?;
+            .ok_or_else(|| match self.variable {
+                true => Error::InvalidArgument(format!("a capacity of {} bytes per frame is too large", self.shape[0])),
+                false => Error::InvalidArgument(format!("a frame of shape {:?} and itemsize {} is too large", self.shape, self.itemsize)),
+            })?;
         Geometry::new(self.slots, self.max_readers, frame_bytes, self.meta_capacity)
             .filter(|g| g.total_bytes <= isize::MAX as u64 / 2)
             .ok_or_else(|| Error::InvalidArgument(format!("{} slots of {frame_bytes} bytes are too large", self.slots)))
@@ -108,6 +128,7 @@ mod tests {
     fn validates_fields() {
         let ok = StreamSpec::new("<f4", 4, vec![128, 128]);
         assert_eq!(ok.geometry().unwrap().frame_bytes, 65536);
+        assert_eq!(StreamSpec::variable(1000).geometry().unwrap().frame_bytes, 1000 + super::super::frame_table::TABLE_BYTES);
         for bad in [
             StreamSpec { shape: vec![], ..ok.clone() },
             StreamSpec { shape: vec![1, 0], ..ok.clone() },
@@ -119,6 +140,8 @@ mod tests {
             StreamSpec { dtype: "x".repeat(40), ..ok.clone() },
             StreamSpec { dtype: "|O".into(), itemsize: 8, ..ok.clone() },
             StreamSpec { dtype: "<c16".into(), ..ok.clone() },
+            StreamSpec { variable: true, ..ok.clone() },
+            StreamSpec::variable(u64::MAX - 10),
         ] {
             assert!(matches!(bad.geometry(), Err(Error::InvalidArgument(_))), "{bad:?}");
         }

@@ -294,6 +294,9 @@ impl Stream {
 
     /// Copies one frame into the stream: `data` must be exactly the stream's frame size.
     pub fn write(&self, data: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+        if self.spec.variable {
+            return Err(Error::InvalidArgument(format!("stream {:?} has variable-shape frames; write them with write_arrays", self.name)));
+        }
         self.check_frame(data.len(), info)?;
         let mut guard = self.begin_write(deadline, check)?;
         super::copy::copy_frame(guard.payload_mut(), data);
@@ -401,7 +404,12 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         };
         desc.timestamp_ns.store(info.timestamp_ns.unwrap_or_else(now_ns), Ordering::Relaxed);
         desc.frame_id.store(frame_id, Ordering::Relaxed);
-        desc.payload_len.store(s.geometry.frame_bytes, Ordering::Relaxed);
+        let len = match s.spec.variable {
+            // SAFETY: the claimed slot's payload is at least frame_bytes >= TABLE_BYTES long.
+            true => super::frame_table::recorded_len(unsafe { std::slice::from_raw_parts(s.payload(self.slot), 128) }, s.geometry.frame_bytes),
+            false => s.geometry.frame_bytes,
+        };
+        desc.payload_len.store(len, Ordering::Relaxed);
         desc.meta_len.store(info.meta.len() as u32, Ordering::Relaxed);
         protocol::commit(&desc.state, seq);
         if h.ended.load(Ordering::Relaxed) != 0 {
@@ -409,7 +417,7 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         }
         h.published.store(published(seq, self.slot), Ordering::SeqCst);
         h.frames_written.fetch_add(1, Ordering::Relaxed);
-        h.bytes_written.fetch_add(s.geometry.frame_bytes, Ordering::Relaxed);
+        h.bytes_written.fetch_add(len, Ordering::Relaxed);
         h.notify.fetch_add(1, Ordering::SeqCst);
         if h.waiters.load(Ordering::SeqCst) > 0 {
             futex::wake_all(&h.notify);

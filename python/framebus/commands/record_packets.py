@@ -1,0 +1,82 @@
+"""``framebus record`` of a variable-shape stream whose frames are encoded packets (byte payloads
+written with ``codec=``, e.g. H.264 access units or JPEG images): the packets are fed to FFmpeg as
+they are and remuxed into the output file without re-encoding (``-c copy``). Frames that are not
+byte payloads of one codec are refused with a message that says what the stream holds."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from typing import Any, Callable, Optional
+
+#: FFmpeg input formats (demuxers) of the codec names writers give to ``write(..., codec=)``.
+DEMUXERS = {"h264": "h264", "avc": "h264", "h265": "hevc", "hevc": "hevc", "mjpeg": "mjpeg", "jpeg": "mjpeg", "mpeg4": "m4v", "av1": "obu"}
+
+
+class PacketError(SystemExit):
+    """A frame that cannot be recorded as an encoded packet (the message says why)."""
+
+
+def check_packet(frame: Any, codec: Optional[str], seq: int) -> str:
+    """The codec of frame ``frame`` (a Frame view); PacketError unless it is a byte payload
+    with a codec (and the same codec as the frames before it, ``codec``)."""
+    if not frame.is_bytes or frame.codec is None:
+        what = "a byte payload without codec=" if frame.is_bytes else f"arrays {frame.names or frame.shape}"
+        raise PacketError(
+            f"framebus record: frame {seq} holds {what}; a variable-shape stream can be recorded only when its frames "
+            "are encoded packets (write(packet, codec='h264') or loan(nbytes=, codec=)). Record raw images from a "
+            "fixed-shape stream (framebus.create(name, shape=(h, w, 3), dtype=np.uint8)) instead"
+        )
+    if codec is not None and frame.codec != codec:
+        raise PacketError(f"framebus record: frame {seq} is {frame.codec!r} but the recording started with {codec!r} packets")
+    return str(frame.codec)
+
+
+def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None]) -> int:
+    """Feeds every new packet of ``stream`` to FFmpeg until ``stop``, --frames, --seconds or
+    --idle; returns the packets written. Raises PacketError for a frame that is not a packet
+    and FFmpegError when FFmpeg fails."""
+    from framebus.errors import FFmpegError
+    from framebus.ffmpeg import find_ffmpeg
+
+    ffmpeg = find_ffmpeg(args.ffmpeg)
+    proc: Optional["subprocess.Popen[bytes]"] = None
+    codec: Optional[str] = None
+    frames = 0
+    start = last = time.perf_counter()
+    try:
+        while not stop.is_set():
+            if (args.frames and frames >= args.frames) or (args.seconds and time.perf_counter() - start >= args.seconds):
+                break
+            try:
+                frame = stream.wait_view(0.25)
+            except TimeoutError:
+                if args.idle and time.perf_counter() - last >= args.idle:
+                    break
+                continue
+            with frame:
+                codec = check_packet(frame, codec, frame.seq)
+                if proc is None:
+                    cmd = [ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", DEMUXERS.get(codec, codec)]
+                    cmd += ["-r", f"{args.fps:g}", "-i", "-", "-c", "copy", args.out]
+                    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+                assert proc.stdin is not None
+                try:
+                    proc.stdin.write(memoryview(frame))
+                except BrokenPipeError:
+                    break
+            last = time.perf_counter()
+            frames += 1
+            update(frames)
+    finally:
+        if proc is not None:
+            assert proc.stdin is not None and proc.stderr is not None
+            try:
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            err = proc.stderr.read().decode(errors="replace")
+            if proc.wait() != 0:
+                raise FFmpegError(f"FFmpeg exited with code {proc.returncode} remuxing {codec} packets into {args.out}: {err.strip()[-2000:]}", returncode=proc.returncode, stderr=err, command=cmd)
+    return frames
