@@ -38,6 +38,7 @@ def source(prefix: str, fps: float, seconds: float, ready) -> None:
 
 def filter_(prefix: str, ready) -> None:
     cam = _open(f"{prefix}.cam", "lossless")
+    cam.set_role("handle", "filter")
     with framebus.create(f"{prefix}.boxes", shape=(16, 4), dtype=np.float32, exist_ok=True, auto_unlink=True) as out:
         ready.set()
         for f in cam.frames(timeout=10):
@@ -48,6 +49,7 @@ def filter_(prefix: str, ready) -> None:
 
 def slow_sink(prefix: str, slow_ms: float) -> None:
     cam = _open(f"{prefix}.cam", "lossless")
+    cam.set_role("handle", f"slow sink ({slow_ms:g} ms a frame)")
     for f in cam.frames(timeout=10):
         time.sleep(slow_ms / 1e3)  # holds the view while "working": a pin top shows
     cam.close()
