@@ -10,6 +10,7 @@ mod frame;
 mod loan;
 mod pipe;
 mod stream;
+mod tuning;
 
 use errors::CoreError;
 
@@ -83,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::copy_plan, m)?)?;
     // Pipes: background writers for file descriptors (pipe.rs).
     m.add_function(wrap_pyfunction!(pipe::pipe, m)?)?;
     m.add_function(wrap_pyfunction!(pipe::sync, m)?)?;

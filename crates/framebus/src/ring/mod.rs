@@ -1,6 +1,5 @@
 //! The ring of frame slots in one segment: layout, handles, the writer and the readers.
 
-mod copy;
 mod handle;
 pub mod layout;
 pub mod protocol;

@@ -260,7 +260,7 @@ impl Stream {
     pub fn write(&self, data: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
         self.check_frame(data.len(), info)?;
         let mut guard = self.begin_write(deadline, check)?;
-        super::copy::copy_frame(guard.payload_mut(), data);
+        crate::copy::copy_frame(guard.payload_mut(), data);
         guard.commit(info)
     }
 
