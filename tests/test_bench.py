@@ -60,7 +60,7 @@ def test_smoke_run_succeeds(smoke: Dict[str, object]) -> None:
     proc = smoke["proc"]
     assert isinstance(proc, subprocess.CompletedProcess)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
-    assert "9 suite(s)" in proc.stderr
+    assert f"{len(SUITES)} suite(s)" in proc.stderr
     # The terminal report: a table per suite and the W7 waterfall.
     for s in SUITES:
         assert s.id in proc.stdout
@@ -213,3 +213,27 @@ def test_statistics_and_ratios() -> None:
     fb = suite.rows[0]
     assert fb.ratios == {"best_peer": 2.0, "pyshmem": 5.0, "limit": 0.5}
     assert fb.extra["best_peer"] == "z"
+
+
+def test_sweep_reports_every_size_and_a_crossover_per_peer(smoke: Dict[str, object]) -> None:
+    run = load(os.path.join(str(smoke["dir"]), "run.json"))
+    sweep = next(s for s in run.suites if s.id == "sweep")
+    assert sweep.cases() == ["64 B", "4 KiB"]
+    for row in sweep.rows:
+        assert {"p95", "gbps", "fps", "bytes"} <= set(row.extra), row.variant
+        assert row.metrics["lat"].p99 is not None
+    peers = {r.variant for r in sweep.rows if r.role != "framebus"}
+    assert all(any(n.startswith(p + ":") for n in sweep.notes) for p in peers)
+    assert os.path.exists(os.path.join(str(smoke["dir"]), "img", "sweep.png"))
+
+
+def test_sweep_crossover_is_the_size_from_which_framebus_stays_ahead() -> None:
+    from framebus.bench.records import Metric, Row
+    from framebus.bench.sweep import crossovers, size_label
+
+    suite = SuiteResult("sweep", "t", "w")
+    for n, fb, peer in ((64, 5.0, 4.0), (1024, 3.0, 4.0), (4096, 5.0, 4.0), (1 << 20, 3.0, 4.0), (4 << 20, 3.0, 9.0)):
+        for variant, role, v in (("fb", "framebus", fb), ("peer", "peer", peer)):
+            suite.rows.append(Row(size_label(n), variant, variant, role, {"lat": Metric(v, "µs", False)}, "lat"))
+    assert crossovers(suite) == {"peer": "1 MiB"}
+    assert size_label(64) == "64 B" and size_label(32 << 20) == "32 MiB"

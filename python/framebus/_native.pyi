@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -262,6 +262,12 @@ def stream_stats(name: str) -> Dict[str, Any]:
 def stream_info(name: str) -> Dict[str, Any]: ...
 def list_info() -> List[Dict[str, Any]]: ...
 def gc(*, dry_run: bool = False) -> List[str]: ...
+def copy_plan(nbytes: Optional[int] = None) -> Dict[str, Any]:
+    """How this process copies frames (decided once from the machine and the FRAMEBUS_COPY,
+    FRAMEBUS_COPY_THREADS, FRAMEBUS_HUGEPAGES, FRAMEBUS_PREFAULT environment variables): keys
+    arch, features, cpus, write_large, stream_min, read, threads, thread_min, shmem_thp,
+    huge_pages, prefault, pages_min, notes, explain; with ``nbytes``, "frame" says what a frame
+    of that size gets now. Copies nothing; ValueError for a negative size."""
 
 # -- pipes (pipe.rs) --------------------------------------------------------------------------
 

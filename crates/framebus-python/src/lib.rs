@@ -13,6 +13,7 @@ mod monitor;
 mod pipe;
 mod stream;
 mod stream_variable;
+mod tuning;
 
 use errors::CoreError;
 
@@ -94,6 +95,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::stream_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(tuning::copy_plan, m)?)?;
     // Pipes: background writers for file descriptors (pipe.rs).
     m.add_function(wrap_pyfunction!(pipe::pipe, m)?)?;
     m.add_function(wrap_pyfunction!(pipe::sync, m)?)?;

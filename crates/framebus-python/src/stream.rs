@@ -189,8 +189,9 @@ impl PyStream {
         let copy = move |f: &framebus::FrameRef<'_>| {
             let n = f.payload.len().min(len);
             // SAFETY: dst points to a C-contiguous buffer of `len` bytes kept alive by `arr`
-            // for the whole call; the source is a pinned slot inside the mapping.
-            unsafe { std::ptr::copy_nonoverlapping(f.payload.as_ptr(), dst.get(), n) };
+            // for the whole call, which nothing else borrows meanwhile; n <= len.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst.get(), n) };
+            framebus::copy::copy_out(out, &f.payload[..n]);
             with_info.then(|| (f.seq, f.timestamp_ns, f.frame_id, f.meta.to_vec()))
         };
         let info = if new {

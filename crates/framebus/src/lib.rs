@@ -14,6 +14,7 @@
 //! # Ok::<(), framebus::Error>(())
 //! ```
 
+pub mod copy;
 pub mod error;
 pub mod pipe;
 pub mod process;

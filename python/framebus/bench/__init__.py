@@ -47,6 +47,7 @@ SUITES: List[SuiteSpec] = [
     SuiteSpec("W7", "pipeline", "run", "3-process pipeline: cost per hop"),
     SuiteSpec("W8", "allocs", "run", "allocator calls per frame"),
     SuiteSpec("W9", "idle", "run", "idle CPU of a blocked reader"),
+    SuiteSpec("sweep", "sweep", "run", "one-way latency and throughput by payload size, 64 B to 32 MiB"),
 ]
 
 

@@ -1,6 +1,6 @@
 """PNG plots of a benchmark run (matplotlib, no display needed): throughput against frame size
-(W1/W2), latency percentiles (W3, W4), fan-out frames/s (W5), pipe GB/s (W6) and the per-hop
-waterfall (W7). :func:`write_plots` returns the files it wrote, per suite."""
+(W1/W2), latency percentiles (W3, W4), fan-out frames/s (W5), pipe GB/s (W6), the per-hop
+waterfall (W7) and the size sweep (latency and GB/s by payload). :func:`write_plots` returns the files it wrote, per suite."""
 
 from __future__ import annotations
 
@@ -171,6 +171,41 @@ def waterfall(suite: SuiteResult, path: str) -> Optional[str]:
     return path
 
 
+def sweep(suite: SuiteResult, path: str) -> Optional[str]:
+    """The size sweep: p50 one-way latency (p99 shaded) and delivered GB/s against payload size,
+    one line per variant (log-log)."""
+    rows = [r for r in suite.rows if "lat" in r.metrics and r.extra.get("bytes")]
+    if not rows:
+        return None
+    plt = _plt()
+    fig, (ax_lat, ax_bw) = plt.subplots(1, 2, figsize=(14, 5.5))
+    variants = list(dict.fromkeys(r.variant for r in rows))
+    for k, v in enumerate(variants):
+        mine = sorted((r for r in rows if r.variant == v), key=lambda r: r.extra["bytes"])
+        style = _style(mine[0], k)
+        xs = [r.extra["bytes"] for r in mine]
+        p50 = [r.metrics["lat"].value for r in mine]
+        p99 = [r.metrics["lat"].p99 or float("nan") for r in mine]
+        ax_lat.plot(xs, p50, marker="o", markersize=3, label=v, **style)
+        ax_lat.fill_between(xs, p50, p99, color=style["color"], alpha=0.08)
+        bw = [(r.extra["bytes"], r.extra.get("gbps", float("nan"))) for r in mine]
+        bw = [(x, y) for x, y in bw if math.isfinite(y) and y > 0]
+        if bw:
+            ax_bw.plot([x for x, _ in bw], [y for _, y in bw], marker="o", markersize=3, label=v, **style)
+    for ax, label in ((ax_lat, "one-way latency µs (p50 line, to p99 shaded)"), (ax_bw, "GB/s delivered (back to back)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("payload bytes")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    ax_lat.legend(fontsize=7)
+    fig.suptitle(suite.title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_plots(run: Run, directory: str) -> Dict[str, List[str]]:
     """Writes every plot the run has data for into ``directory`` (created if needed); returns
     {suite id: [paths]}."""
@@ -198,4 +233,7 @@ def write_plots(run: Run, directory: str) -> Dict[str, List[str]]:
     if s:
         add("W7", waterfall(s, os.path.join(directory, "w7_waterfall.png")))
         add("W7", percentiles(s, "hop", "ms per hop (p50 bar, p99 tick)", os.path.join(directory, "w7_hops.png")))
+    s = _suite(run, "sweep")
+    if s:
+        add("sweep", sweep(s, os.path.join(directory, "sweep.png")))
     return out

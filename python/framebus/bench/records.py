@@ -218,6 +218,13 @@ def machine_info() -> Dict[str, Any]:
         info["loadavg"] = list(os.getloadavg())
     except OSError:
         pass
+    try:
+        from .. import tuning
+
+        plan = tuning.copy_plan()
+        info["copy_plan"] = {k: v for k, v in plan.items() if k != "explain"}
+    except (ImportError, AttributeError):
+        pass
     return info
 
 

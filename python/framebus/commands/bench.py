@@ -18,7 +18,7 @@ HELP = "benchmark framebus against pyshmem, pyzmq, iceoryx2, turbopipe and the p
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``framebus bench``."""
-    p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W9, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle) or all (default: all)")
+    p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W9, sweep, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle) or all (default: all)")
     p.add_argument("--quick", action="store_true", help="shorter measurements (about a quarter of the time)")
     p.add_argument("--smoke", action="store_true", help="tiny frames, first case of each suite only: proves each suite runs (the test suite uses it)")
     p.add_argument("--large", action="store_true", help="add the 10000x10000 float32 case to W2 (needs several GB of /dev/shm)")
@@ -27,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
     p.add_argument("--compare", metavar="OLD.json", help="show each row's change against an earlier --json file")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
+    p.add_argument("--explain", action="store_true", help="print how this machine copies frames (kernel, threads, huge pages; framebus.tuning) before running; alone, print it and exit")
 
 
 def _fail(msg: str) -> int:
@@ -127,6 +128,13 @@ def run(args: argparse.Namespace) -> int:
         for s in bench.SUITES:
             print(f"{s.id}  {s.module:<9} {s.title}")
         return 0
+    if args.explain:
+        from .. import tuning
+
+        print("copy plan (framebus.tuning; override with " + ", ".join(tuning.ENVIRONMENT) + "):")
+        print("  " + tuning.explain().replace("\n", "\n  "))
+        if not args.suites:
+            return 0
     try:
         specs = bench.resolve(args.suites)
     except ValueError as exc:

@@ -1,6 +1,5 @@
 //! The ring of frame slots in one segment: layout, handles, the writer and the readers.
 
-mod copy;
 pub mod frame_table;
 pub mod monitor;
 mod handle;

@@ -52,7 +52,7 @@ impl Stream {
         guard.write_table(table);
         let payload = guard.payload_mut();
         for (a, d) in table.arrays.iter().zip(data) {
-            super::copy::copy_frame(&mut payload[a.offset as usize..(a.offset + a.nbytes) as usize], d);
+            crate::copy::copy_frame(&mut payload[a.offset as usize..(a.offset + a.nbytes) as usize], d);
         }
         guard.commit(info)
     }
@@ -66,7 +66,7 @@ impl Stream {
         self.check_frame(self.geometry.frame_bytes as usize, info)?;
         let len = table.data_end as usize;
         let mut guard = self.begin_write(deadline, check)?;
-        super::copy::copy_frame(&mut guard.payload_mut()[..len], &payload[..len]);
+        crate::copy::copy_frame(&mut guard.payload_mut()[..len], &payload[..len]);
         guard.commit(info)
     }
 

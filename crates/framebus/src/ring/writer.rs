@@ -299,7 +299,7 @@ impl Stream {
         }
         self.check_frame(data.len(), info)?;
         let mut guard = self.begin_write(deadline, check)?;
-        super::copy::copy_frame(guard.payload_mut(), data);
+        crate::copy::copy_frame(guard.payload_mut(), data);
         guard.commit(info)
     }
 

@@ -115,6 +115,8 @@ impl Segment {
         if ptr == libc::MAP_FAILED {
             return Err(io_error("map", &self.name, io::Error::last_os_error()));
         }
+        // SAFETY: ptr..ptr + len is the whole mapping just made, not yet handed to anyone.
+        unsafe { crate::copy::plan().pages.prepare(ptr.cast(), len, prot & libc::PROT_WRITE != 0) };
         Ok(Mapping { ptr: ptr.cast(), len })
     }
 
