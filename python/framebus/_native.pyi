@@ -113,6 +113,13 @@ class Stream:
         """Zero-copy read-only view of the newest frame, pinned until released."""
     def wait_view(self, timeout: Optional[float] = None) -> "Frame":
         """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
+    def view_seq(self, seq: int) -> Optional["Frame"]:
+        """Zero-copy, pinned view of frame ``seq`` if the ring still holds it, else None (a later
+        write reused its slot, or it is not written yet). Does not wait and does not copy. For a
+        consumer told which frame to take by another channel (a message naming the sequence
+        number). Counts as reading ``seq``: a lossless handle releases every frame up to ``seq``
+        to the writer. Raises TypeError/ValueError for a seq that is not an int from 0 to 2**64-1
+        and StreamClosedError on a closed handle."""
     def loan(
         self,
         timeout: Optional[float] = None,

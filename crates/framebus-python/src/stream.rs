@@ -535,6 +535,22 @@ impl PyStream {
         Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
     }
 
+    /// Zero-copy view of frame `seq` if the ring still holds it, else None (see docs in the stub).
+    fn view_seq(&self, py: Python<'_>, seq: &Bound<'_, PyAny>) -> PyResult<Option<PyFrame>> {
+        if seq.is_none() {
+            return Err(PyTypeError::new_err("seq must be an int (a frame's sequence number), got None"));
+        }
+        let seq = unsigned(py, "seq", Some(seq))?.unwrap_or(0);
+        let s = self.handle(py)?;
+        let Some(pinned) = s.pin_seq(seq) else {
+            return Ok(None);
+        };
+        if self.variable {
+            return self.frame_view(py, &s, pinned).map(Some);
+        }
+        Ok(Some(PyFrame::new(py, &self.name, &self.spec, pinned)))
+    }
+
     /// A writable array in the next free slot, published on commit / clean `with` exit.
     #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None, shape = None, dtype = None, nbytes = None, arrays = None, codec = None))]
     #[allow(clippy::too_many_arguments)]

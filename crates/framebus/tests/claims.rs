@@ -103,3 +103,54 @@ fn a_closed_lossless_handle_stops_backpressure_and_keeps_its_pin() {
     }
     assert_eq!(view.frame().payload, &[2; 8]);
 }
+
+/// `pin_seq` against a writer racing through a small ring: a pin either fails or holds exactly
+/// the frame asked for, whose bytes stay put while pinned (each frame's 8 bytes all equal its
+/// sequence number modulo 256).
+#[test]
+fn pin_seq_never_pins_another_frame() {
+    let (n, w) = stream("pinseq", 3);
+    let r = Arc::new(Stream::open(&n.0, ReaderMode::Latest).unwrap());
+    let writer = {
+        let w = w.clone();
+        std::thread::spawn(move || {
+            for i in 1..=20_000u64 {
+                let _ = write(&w, i as u8);
+            }
+        })
+    };
+    let (mut hits, mut misses) = (0u32, 0u32);
+    while !writer.is_finished() {
+        let newest = r.latest_seq();
+        for seq in [newest, newest.saturating_sub(1), newest.saturating_sub(2)] {
+            match r.pin_seq(seq) {
+                Some(p) => {
+                    hits += 1;
+                    assert_eq!(p.seq(), seq);
+                    let first = p.frame().payload.to_vec();
+                    std::thread::yield_now();
+                    assert_eq!(first, vec![seq as u8; 8], "pinned frame {seq} holds another frame's bytes");
+                    assert_eq!(p.frame().payload, &first[..], "pinned frame {seq} changed under its pin");
+                }
+                None => misses += 1,
+            }
+        }
+    }
+    writer.join().unwrap();
+    assert!(hits > 0, "no pin ever succeeded ({misses} misses)");
+}
+
+#[test]
+fn pin_seq_on_a_lossless_handle_releases_earlier_frames() {
+    let (n, w) = stream("pinseq-lossless", 4);
+    let r = Arc::new(Stream::open(&n.0, ReaderMode::Lossless).unwrap());
+    for b in 1..=4 {
+        write(&w, b).unwrap();
+    }
+    assert!(matches!(write(&w, 5), Err(Error::Timeout { .. })));
+    let p = r.pin_seq(3).unwrap();
+    assert_eq!(p.frame().payload, &[3; 8]);
+    drop(p);
+    assert_eq!(write(&w, 5).unwrap(), 5);
+    assert!(r.pin_seq(99).is_none());
+}

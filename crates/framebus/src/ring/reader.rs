@@ -306,6 +306,34 @@ impl Stream {
         Ok(Pinned::new(self.clone(), slot, seq))
     }
 
+    /// Frame `seq`, pinned until the returned handle is dropped, if the ring still holds it
+    /// (`None` once a later write has reused its slot, or before it is written). Unlike
+    /// `wait_pinned` it does not read in order: it is for a consumer told which frame to take
+    /// by another channel (a message naming the sequence number). It counts as reading `seq`:
+    /// a lossless handle's consumed sequence moves up to `seq` (frames before it that this
+    /// handle never took are released to the writer), and `seen` moves up to `seq`.
+    pub fn pin_seq(self: &Arc<Self>, seq: u64) -> Option<Pinned> {
+        if seq == 0 {
+            return None;
+        }
+        let slot = (0..self.geometry.slot_count).find(|&i| {
+            let state = self.slot(i).state.load(Ordering::SeqCst);
+            state & WRITING == 0 && state_seq(state) == seq
+        })?;
+        // `pin` re-checks the slot state after setting the pin bit, so a writer that reclaimed
+        // the slot between the scan and the pin makes this fail rather than pin a new frame.
+        if !self.pin(slot, seq) {
+            return None;
+        }
+        let e = self.my_entry();
+        e.reads.fetch_add(1, Ordering::Relaxed);
+        self.seen.fetch_max(seq, Ordering::Relaxed);
+        if e.consumed.fetch_max(seq, Ordering::SeqCst) < seq && self.mode == ReaderMode::Lossless {
+            self.wake_writer();
+        }
+        Some(Pinned::new(self.clone(), slot, seq))
+    }
+
     /// Start of the read-only mapping of all payloads (mapped on first use). Views point here,
     /// so even a view forced writable cannot change a frame.
     pub fn read_only_payloads(&self) -> Result<*const u8> {
