@@ -8,6 +8,11 @@ step "installing framebus and its test extra into .venv (builds the Rust extensi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# The wheel installs framebus-openfilter.pth (FRAMEBUS_OPENFILTER=1 start-up hook); an editable
+# install does not, so put it where the wheel would.
+cp python/framebus-openfilter.pth "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
+step "installing optional peers from PyPI (openfilter; its tests skip if it does not install)"
+.venv/bin/python -m pip install -q "openfilter>=1.5.1" || echo "openfilter did not install: tests/test_openfilter.py will skip"
 step "cargo clippy (lints of the core and the bindings)"
 cargo clippy -q -p framebus -p framebus-python --all-targets -- -D warnings
 step "cargo test: the Rust core's unit, multi-process and property tests"

@@ -77,10 +77,29 @@ _stats = {
     "sent_framebus": 0,
     "sent_inline": 0,
     "ring_full": 0,
+    "forwarded": 0,
     "received_framebus": 0,
     "received_inline": 0,
     "missed": 0,
 }
+
+
+#: id(array) -> (weak reference to the array, stream name, sequence) for every image a receiver in
+#: this process handed to a filter: a filter that passes such an image on is forwarded by
+#: reference (the downstream pins the same frame), with no copy.
+_views: Dict[int, Any] = {}
+
+
+def _remember_view(array: Any, name: str, seq: int) -> None:
+    key = id(array)
+    _views[key] = (weakref.ref(array, lambda _r, key=key: _views.pop(key, None)), name, seq)
+
+
+def _received_ref(array: Any) -> Optional[list]:
+    found = _views.get(id(array))
+    if found is None or found[0]() is not array:
+        return None
+    return [found[1], found[2]]
 
 
 def _truthy(value: Optional[str]) -> bool:
@@ -123,7 +142,8 @@ def host_token() -> str:
 
 def stats() -> Dict[str, int]:
     """This process's counters: images sent as framebus references or inline (and how many of
-    those were inline because the ring had no free slot), images received as views or inline,
+    those were inline because the ring had no free slot), received images passed on by
+    reference (``forwarded``: no copy), images received as views or inline,
     and references whose frame was gone (``missed``; logged as warnings too)."""
     with _lock:
         return dict(_stats)
@@ -326,6 +346,7 @@ class _Publisher:
         self._slots = _int_env(ENV_SLOTS, DEFAULT_SLOTS, 3, 64)
         self._hold = _int_env(ENV_HOLD, DEFAULT_HOLD, 0, 16)
         self._streams: Dict[str, _TopicStream] = {}
+        self._forwarded: Dict[str, deque] = {}
         self._generation = 0
         self._failed = False
         self._sweep()
@@ -379,6 +400,20 @@ class _Publisher:
             ref = None
             if frame.has_image and not (frame.has_jpg if outs_jpg is None else outs_jpg):
                 image = frame.image
+                ref = _received_ref(image)
+                if ref is not None:
+                    # An image this process received through framebus, passed on unchanged (it
+                    # is read-only): send the same reference, and keep the array (so its pin)
+                    # for as long as this sender keeps its own frames.
+                    held = self._forwarded.setdefault(topic, deque())
+                    held.append(image)
+                    while len(held) > max(self._hold, 1):
+                        held.popleft()
+                    xtra = {"img": [frame.height, frame.width, frame.format, "raw"], "fb": ref}
+                    data = json.dumps(frame.data, separators=(",", ":")).encode() if frame.data else None
+                    msgs[topic] = [xtra] if data is None else [xtra, data]
+                    _count("forwarded")
+                    continue
                 topic_stream = self._stream_for(topic, image.nbytes)
                 seq = topic_stream.put(image) if topic_stream is not None else None
                 if seq is not None:
@@ -397,6 +432,7 @@ class _Publisher:
         return msgs
 
     def destroy(self) -> None:
+        self._forwarded.clear()
         for topic_stream in self._streams.values():
             topic_stream.close()
         self._streams.clear()
@@ -462,6 +498,7 @@ class _Subscriber:
                 )
                 continue
             image = view.array  # read-only, zero-copy; the pin lives as long as the array
+            _remember_view(image, name, seq)
             data = json.loads(bytes(msg[1]).decode()) if len(msg) > 1 else None
             out[topic] = Frame(image, data, xtra["img"][2])
             _count("received_framebus")

@@ -1,0 +1,268 @@
+"""OpenFilter on framebus (framebus.integrations.openfilter): real OpenFilter pipelines, each stage
+a process started by OpenFilter's own runner, checked byte for byte (every image's CRC-32 travels
+in its data). Skipped where openfilter is not installed (the test command installs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from typing import Any, Callable, Dict, List
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    openfilter_runtime = pytest.importorskip("openfilter.filter_runtime", reason="openfilter is not installed (pip install 'framebus[openfilter]')")
+    import openfilter_filters as of_filters
+
+import framebus
+import framebus.integrations.openfilter as fb_openfilter
+from framebus import _native
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
+
+TIMEOUT = 60.0
+
+
+@pytest.fixture(autouse=True)
+def _enabled():
+    fb_openfilter.enable()
+    yield
+    fb_openfilter.disable()
+    os.environ.pop(fb_openfilter.ENV_RECEIVE, None)
+
+
+@pytest.fixture
+def work(tmp_path):
+    return tmp_path
+
+
+def _lines(path) -> List[Dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _wait(what: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if what():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _run(stages, until: Callable[[], bool], timeout: float = TIMEOUT):
+    from openfilter.filter_runtime import Filter
+
+    runner = Filter.Runner(stages, exit_time=5, sig_stop=False)
+    try:
+        assert _wait(until, timeout), "the pipeline did not deliver in time"
+    finally:
+        runner.stop()
+    return runner
+
+
+def _of_streams(prefix: str = "of.") -> List[str]:
+    return [n for n in _native.stream_names() if n.startswith(prefix)]
+
+
+def _addr(work, tag: str) -> str:
+    return f"ipc://{work}/{tag}"
+
+
+def test_frames_travel_through_framebus_intact(work):
+    out = work / "sink.jsonl"
+    n = 12
+    src = {"id": f"src{uuid.uuid4().hex[:6]}", "outputs": _addr(work, "a"), "frames": n, "topics": {"main": (240, 320, 3)}, "outputs_jpg": False}
+    stages = [
+        (of_filters.Source, src),
+        (of_filters.Sink, {"sources": _addr(work, "a"), "results": str(out)}),
+    ]
+    _run(stages, lambda: len(_lines(out)) >= n)
+    got = _lines(out)
+    assert [r["i"] for r in got[:n]] == list(range(n))
+    assert all(r["ok"] for r in got)
+    last = got[-1]["stats"]
+    assert last["received_framebus"] >= n and last["received_inline"] == 0 and last["missed"] == 0
+    assert _wait(lambda: not _of_streams(f"of.{src['id']}.")), "a clean exit leaves no stream behind"
+
+
+def test_a_filter_keeping_frames_never_sees_them_change(work):
+    """A filter keeps every frame it gets (far more than the ring has slots): each kept frame
+    stays intact; once no slot is free the sender falls back to inline pixels."""
+    out = work / "keeper.jsonl"
+    n = 24
+    stages = [
+        (of_filters.Source, {"outputs": _addr(work, "k"), "frames": n, "topics": {"main": (120, 160, 3)}, "outputs_jpg": False}),
+        (of_filters.Keeper, {"sources": _addr(work, "k"), "results": str(out)}),
+    ]
+    _run(stages, lambda: len(_lines(out)) >= n)
+    got = _lines(out)
+    assert len(got) == n and all(r["ok"] for r in got), [r for r in got if not r["ok"]]
+    stats = got[-1]["stats"]
+    assert stats["received_framebus"] >= 3, stats
+    assert stats["received_inline"] >= 1, stats  # the ring filled with kept frames
+    assert stats["missed"] == 0
+
+
+def test_two_topics_of_different_sizes_and_two_subscribers(work):
+    out1, out2 = work / "s1.jsonl", work / "s2.jsonl"
+    n = 8
+    topics = {"main": (360, 480, 3), "thumb": (30, 40, 3)}
+    src = {"id": f"two{uuid.uuid4().hex[:6]}", "outputs": _addr(work, "t"), "frames": n, "topics": topics, "outputs_jpg": False}
+    stages = [
+        (of_filters.Source, src),
+        (of_filters.Sink, {"sources": _addr(work, "t"), "results": str(out1)}),
+        (of_filters.Sink, {"sources": _addr(work, "t"), "results": str(out2)}),
+    ]
+    streams_seen: set = set()
+
+    def done() -> bool:
+        streams_seen.update(_of_streams(f"of.{src['id']}."))
+        return len(_lines(out1)) >= 2 * n and len(_lines(out2)) >= 2 * n
+
+    _run(stages, done)
+    for out in (out1, out2):
+        got = _lines(out)
+        assert all(r["ok"] for r in got)
+        shapes = {r["topic"]: tuple(r["shape"]) for r in got}
+        assert shapes == topics
+        assert got[-1]["stats"]["received_framebus"] >= 2 * n
+    assert {s.split(".")[2] for s in streams_seen} == {"main", "thumb"}  # one stream per topic
+
+
+def test_a_receiver_that_cannot_map_gets_every_frame_inline(work):
+    """A receiver started with FRAMEBUS_OPENFILTER_RECEIVE=0 (as one on another host): the sender
+    sends it OpenFilter's own messages, nothing is lost."""
+    out = work / "remote.jsonl"
+    n = 10
+    stages = [
+        (of_filters.Source, {"outputs": _addr(work, "r"), "frames": n, "topics": {"main": (120, 160, 3)}, "outputs_jpg": False}),
+        (of_filters.Sink, {"sources": _addr(work, "r"), "results": str(out), "__env_run": {fb_openfilter.ENV_RECEIVE: "0"}}),
+    ]
+    _run(stages, lambda: len(_lines(out)) >= n)
+    got = _lines(out)
+    assert [r["i"] for r in got] == list(range(n)) and all(r["ok"] for r in got)
+    stats = got[-1]["stats"]
+    assert stats["received_framebus"] == 0 and stats["received_inline"] == n
+
+
+def test_a_sender_killed_and_restarted_sends_no_stale_frame_and_leaks_nothing(work):
+    import multiprocessing as mp
+
+    out = work / "restart.jsonl"
+    sid = f"kill{uuid.uuid4().hex[:6]}"
+    topics = {"main": (240, 320, 3)}
+    src = {"id": sid, "outputs": _addr(work, "x"), "frames": 10_000, "topics": topics, "outputs_jpg": False, "interval": 0.03}
+    from openfilter.filter_runtime import Filter
+
+    runner = Filter.Runner([(of_filters.Sink, {"sources": _addr(work, "x"), "results": str(out)})], exit_time=5, sig_stop=False)
+    first = mp.get_context("fork").Process(target=of_filters.Source.run, args=(dict(src, generation=1),))
+    second = None
+    try:
+        first.start()
+        assert _wait(lambda: len(_lines(out)) >= 5)
+        before = set(_of_streams(f"of.{sid}."))
+        assert before
+        os.kill(first.pid, signal.SIGKILL)
+        first.join(10)
+        mark = len(_lines(out))
+        second = mp.get_context("fork").Process(target=of_filters.Source.run, args=(dict(src, generation=2),))
+        second.start()
+        assert _wait(lambda: sum(1 for r in _lines(out)[mark:] if r["gen"] == 2) >= 5)
+        # The new sender removed its dead predecessor's streams.
+        assert not before & set(_of_streams(f"of.{sid}."))
+        got = _lines(out)
+        assert all(r["ok"] for r in got), [r for r in got if not r["ok"]]
+        after = got[mark:]
+        # Once the new sender's frames arrive, no frame of the dead one follows.
+        first_new = next(k for k, r in enumerate(after) if r["gen"] == 2)
+        assert all(r["gen"] == 2 for r in after[first_new:])
+    finally:
+        for p in (first, second):
+            if p is not None and p.is_alive():
+                p.terminate()
+                p.join(10)
+        runner.stop()
+    assert _wait(lambda: not _of_streams(f"of.{sid}."), 15), _of_streams(f"of.{sid}.")
+
+
+def test_environment_variable_switches_it_on_in_a_fresh_process(work, tmp_path):
+    """FRAMEBUS_OPENFILTER=1 alone (the start-up hook the wheel installs) routes a pipeline
+    launched by a script that never imports framebus."""
+    import site
+    import sysconfig
+
+    hook = "framebus-openfilter.pth"
+    dirs = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
+    if not any(os.path.exists(os.path.join(d, hook)) for d in dirs):
+        pytest.skip(f"{hook} is not installed in site-packages (installed by the wheel and by scripts/test.sh)")
+    out = work / "env.jsonl"
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import sys, time\n"
+        "sys.path.insert(0, %r)\n"
+        "import openfilter_filters as f\n"
+        "from openfilter.filter_runtime import Filter\n"
+        "r = Filter.Runner([(f.Source, dict(outputs=%r, frames=5, topics={'main': (64, 64, 3)}, outputs_jpg=False)),\n"
+        "                   (f.Sink, dict(sources=%r, results=%r))], exit_time=5, sig_stop=False)\n"
+        "end = time.time() + 60\n"
+        "while time.time() < end and sum(1 for _ in open(%r) if _.strip()) < 5 if __import__('os').path.exists(%r) else time.time() < end:\n"
+        "    time.sleep(0.05)\n"
+        "r.stop()\n" % (os.path.dirname(__file__), _addr(work, "e"), _addr(work, "e"), str(out), str(out), str(out))
+    )
+    env = dict(os.environ, FRAMEBUS_OPENFILTER="1")
+    subprocess.run([sys.executable, str(script)], env=env, timeout=120, capture_output=True)
+    got = _lines(out)
+    assert len(got) >= 5 and all(r["ok"] for r in got)
+    assert got[-1]["stats"]["received_framebus"] >= 5
+
+
+def test_enable_is_idempotent_and_disable_restores():
+    from openfilter.filter_runtime import mq
+
+    patched = mq.MQ.__init__
+    fb_openfilter.enable()
+    assert mq.MQ.__init__ is patched and fb_openfilter.enabled()
+    fb_openfilter.disable()
+    assert not fb_openfilter.enabled() and mq.MQ.__init__ is not patched
+    fb_openfilter.enable()
+
+
+@pytest.mark.parametrize("var,value", [(fb_openfilter.ENV_SLOTS, "two"), (fb_openfilter.ENV_SLOTS, "1"), (fb_openfilter.ENV_HOLD, "99")])
+def test_bad_settings_are_clear_errors(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=var):
+        fb_openfilter.enable()
+
+
+def test_host_token_is_stable():
+    assert fb_openfilter.host_token() == fb_openfilter.host_token()
+    assert len(fb_openfilter.host_token()) == 10
+
+
+def test_pipeline_example_reports_every_hop(work):
+    """The example's --json output (one transport, a short run)."""
+    out = work / "run.json"
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "openfilter_pipeline.py")
+    proc = subprocess.run(
+        [sys.executable, example, "--transport", "framebus", "--resolution", "tiny", "--frames", "5", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["transport"] == "framebus" and res["frames"] == 5 and res["torn"] == 0
+    assert len(res["per_hop_ms"]) == 3 and all(h > 0 for h in res["per_hop_ms"])
