@@ -236,7 +236,8 @@ def run(ctx: Context) -> SuiteResult:
     )
     kinds = tp.available(KINDS, lambda line: ctx.note(sid, line))
     sizes = cfg.cases(SIZES)
-    ctx.reporter.start(sid, len(sizes) * len(kinds))
+    openfilter = _openfilter_cases(ctx, sid)
+    ctx.reporter.start(sid, len(sizes) * len(kinds) + len(openfilter) * len(OPENFILTER_VARIANTS))
     for shape, rate in sizes:
         shape = cfg.shape(shape)
         case = case_label(shape, "uint8")
@@ -252,7 +253,56 @@ def run(ctx: Context) -> SuiteResult:
             stages = [["hop 1 (source -> filter)", res["hop1"]], ["filter work", res["filter"]], ["hop 2 (filter -> sink)", res["hop2"]]]
             suite.waterfall.append({"case": case, "variant": cls.label, "stages": stages})
             ctx.reporter.step(f"{sid} {case} {cls.label}")
+    _openfilter_rows(ctx, suite, sid, openfilter)
     compute_ratios(suite)
     suite.notes = ctx.notes.get(sid, [])
     suite.seconds = time.perf_counter() - t_start
     return suite
+
+
+# -- OpenFilter rows: the same kind of pipeline run by OpenFilter's runner ----------------------
+
+#: (transport of framebus.bench.openfilter_pipeline, row label, family, role)
+OPENFILTER_VARIANTS = [
+    ("zmq", "OpenFilter ZMQ", "openfilter", "peer"),
+    ("openfilter-shm", "OpenFilter SHM", "openfilter", "peer"),
+    ("framebus", "OpenFilter on framebus", "framebus", "framebus"),
+]
+
+
+def _openfilter_cases(ctx: Context, sid: str) -> List[str]:
+    """The resolutions of the OpenFilter rows, or none (with a note) without openfilter."""
+    import importlib.util
+
+    if importlib.util.find_spec("openfilter") is None:
+        ctx.note(sid, "OpenFilter rows: skipped (openfilter is not installed; pip install 'framebus[openfilter]')")
+        return []
+    return ["tiny"] if ctx.config.smoke else ["1080p", "2160p"]
+
+
+def _openfilter_rows(ctx: Context, suite: SuiteResult, sid: str, resolutions: List[str]) -> None:
+    """Source -> filter -> filter -> sink under OpenFilter's runner over its ZeroMQ, its shared
+    memory and framebus (framebus.bench.openfilter_pipeline, each in a fresh interpreter); one
+    row per transport, its hops in the waterfall."""
+    from types import SimpleNamespace
+
+    from . import openfilter_pipeline as ofp
+
+    frames = ctx.config.pick(30, 10, 3)
+    for res in resolutions:
+        case = f"OpenFilter {res}"
+        for transport, label, family, role in OPENFILTER_VARIANTS:
+            def measure(t: str = transport, res: str = res) -> Dict[str, Any]:
+                return ofp.run_isolated(t, res, frames)
+
+            r = ctx.attempt(sid, case, label, measure)
+            if r is None:
+                continue
+            hops = r["per_hop_ms"]
+            nan = float("nan")
+            extra = {"hop1": hops[0], "hop2": hops[1], "filter": nan, "e2e": sum(h for h in hops if h is not None), "fps": nan, "lost": r["sent"] - r["frames"], "torn": r["torn"]}
+            cls = SimpleNamespace(label=label, family=family, role=role)
+            samples = r["hop_ms_samples"]
+            suite.rows.append(percentile_row(case, cls, "hop", "ms/hop", summarize(samples), extra, "hop_ms", thin(samples)))
+            suite.waterfall.append({"case": case, "variant": label, "stages": [[f"hop {k + 1} ({name})", ms] for k, (name, ms) in enumerate(zip(r["hops"], hops))]})
+            ctx.reporter.step(f"{sid} {case} {label}")

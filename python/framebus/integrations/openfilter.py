@@ -92,7 +92,11 @@ _views: Dict[int, Any] = {}
 
 def _remember_view(array: Any, name: str, seq: int) -> None:
     key = id(array)
-    _views[key] = (weakref.ref(array, lambda _r, key=key: _views.pop(key, None)), name, seq)
+
+    def forget(_ref: Any, key: int = key) -> None:
+        _views.pop(key, None)
+
+    _views[key] = (weakref.ref(array, forget), name, seq)
 
 
 def _received_ref(array: Any) -> Optional[list]:
@@ -366,12 +370,12 @@ class _Publisher:
 
     def _clients_can_map(self) -> bool:
         mq = self._mq()
-        clients = getattr(getattr(mq, "sender", None), "clients", None)
+        clients: Dict[str, Any] = getattr(getattr(mq, "sender", None), "clients", None) or {}
         return bool(clients) and all(full_id.endswith(self._suffix) for full_id in clients)
 
     def _stream_for(self, topic: str, nbytes: int) -> Optional[_TopicStream]:
         current = self._streams.get(topic)
-        if current is not None and current.stream.capacity >= nbytes:
+        if current is not None and (current.stream.capacity or 0) >= nbytes:
             return current
         if current is not None:
             current.close()
@@ -416,7 +420,7 @@ class _Publisher:
                     continue
                 topic_stream = self._stream_for(topic, image.nbytes)
                 seq = topic_stream.put(image) if topic_stream is not None else None
-                if seq is not None:
+                if topic_stream is not None and seq is not None:
                     ref = [topic_stream.name, seq]
                 elif topic_stream is not None:
                     _count("ring_full")

@@ -166,7 +166,7 @@ class _NaiveWriter(Writer):
 
         self.spec = spec
         self.shm = shared_memory.SharedMemory(name=spec.name)
-        self.words = np.ndarray((MAX_READERS + 1,), np.uint64, buffer=self.shm.buf)
+        self.words: np.ndarray = np.ndarray((MAX_READERS + 1,), np.uint64, buffer=self.shm.buf)
         self.payload = as_frame(self.shm.buf[PAYLOAD_OFFSET:], spec)  # type: ignore[index]
 
     def send(self, src: np.ndarray) -> None:
@@ -192,7 +192,7 @@ class _NaiveReader(Reader):
         self.spec = spec
         self.index = index
         self.shm = shared_memory.SharedMemory(name=spec.name)
-        self.words = np.ndarray((MAX_READERS + 1,), np.uint64, buffer=self.shm.buf)
+        self.words: np.ndarray = np.ndarray((MAX_READERS + 1,), np.uint64, buffer=self.shm.buf)
         self.payload = as_frame(self.shm.buf[PAYLOAD_OFFSET:], spec)  # type: ignore[index]
         self.out = np.empty(spec.shape, spec.dtype)
         self.last = int(self.words[0])
