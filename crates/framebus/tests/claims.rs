@@ -137,7 +137,13 @@ fn pin_seq_never_pins_another_frame() {
         }
     }
     writer.join().unwrap();
-    assert!(hits > 0, "no pin ever succeeded ({misses} misses)");
+    // How many pins win the race depends on the scheduler (none at all on a loaded 2-core
+    // machine, where the writer reuses a slot within microseconds); once the writer stops, the
+    // newest frame is there to pin.
+    let _ = (hits, misses);
+    let last = r.latest_seq();
+    let p = r.pin_seq(last).expect("the newest frame can always be pinned");
+    assert_eq!(p.frame().payload, &[last as u8; 8]);
 }
 
 #[test]
