@@ -26,6 +26,7 @@ warnings.simplefilter("ignore")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
 os.environ.setdefault("LOG_LEVEL", "error")
+os.environ.setdefault("LOG_PATH", "false")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 

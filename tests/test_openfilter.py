@@ -16,6 +16,12 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
+# OpenFilter reports usage over the network and writes logs/ into the working directory by
+# default; the tests do neither (set before OpenFilter is imported).
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
+os.environ.setdefault("LOG_PATH", "false")
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     openfilter_runtime = pytest.importorskip("openfilter.filter_runtime", reason="openfilter is not installed (pip install 'framebus[openfilter]')")
@@ -26,9 +32,6 @@ import framebus.integrations.openfilter as fb_openfilter
 from framebus import _native
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
 
 TIMEOUT = 60.0
 

@@ -129,11 +129,12 @@ def _filters() -> Dict[str, Any]:
 
 
 def _quiet_openfilter() -> None:
-    # OpenFilter reports usage over the network and logs at INFO by default; a benchmark does
-    # neither.
+    # OpenFilter reports usage over the network, logs at INFO and writes logs/ into the working
+    # directory by default; a benchmark does none of these.
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
     os.environ.setdefault("LOG_LEVEL", "warning")
+    os.environ.setdefault("LOG_PATH", "false")
 
 
 def run_one(transport: str, resolution: str, frames: int, interval: Optional[float] = None, timeout: float = 120.0) -> Dict[str, Any]:
