@@ -30,22 +30,6 @@ os.environ.setdefault("LOG_PATH", "false")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 
-def _lines(path: str) -> list:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def _wait(cond, timeout: float = 60.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def _segments(prefix: str) -> list:
     return sorted(f for f in os.listdir("/dev/shm") if f.startswith(prefix))
 
@@ -60,6 +44,8 @@ def scenario(kind: str, transport: str) -> dict:
         fb_openfilter.enable()
     import openfilter_filters as f
     from openfilter.filter_runtime import Filter
+
+    _lines, _wait = f.lines, f.wait_until
 
     work = tempfile.mkdtemp(prefix="fb-off-")
     out = os.path.join(work, "out.jsonl")

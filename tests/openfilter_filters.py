@@ -49,6 +49,25 @@ class Source(Filter):
         return out
 
 
+def lines(path: Any) -> list:
+    """The JSON records a stage wrote to ``path`` so far."""
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def wait_until(condition: Any, timeout: float = 60.0) -> bool:
+    """Polls ``condition()`` every 50 ms; whether it became true within ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def _write(path: str, record: dict) -> None:
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")

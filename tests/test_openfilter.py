@@ -9,10 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 import warnings
-from typing import Any, Callable, Dict, List
+from typing import Callable, List
 
 import pytest
 
@@ -27,7 +26,6 @@ with warnings.catch_warnings():
     openfilter_runtime = pytest.importorskip("openfilter.filter_runtime", reason="openfilter is not installed (pip install 'framebus[openfilter]')")
     import openfilter_filters as of_filters
 
-import framebus
 import framebus.integrations.openfilter as fb_openfilter
 from framebus import _native
 
@@ -49,20 +47,11 @@ def work(tmp_path):
     return tmp_path
 
 
-def _lines(path) -> List[Dict[str, Any]]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+_lines = of_filters.lines
 
 
 def _wait(what: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if what():
-            return True
-        time.sleep(0.05)
-    return False
+    return of_filters.wait_until(what, timeout)
 
 
 def _run(stages, until: Callable[[], bool], timeout: float = TIMEOUT):

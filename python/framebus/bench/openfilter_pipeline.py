@@ -67,12 +67,6 @@ def _filters() -> Dict[str, Any]:
     """The four Filter classes (defined here so that importing this module needs no OpenFilter)."""
     from openfilter.filter_runtime import Filter, Frame
 
-    def stamp(frame: Any, **extra: Any) -> Any:
-        data = dict(frame.data)
-        data.setdefault("t", []).append(time.perf_counter_ns())
-        data.update(extra)
-        return Frame(frame.image, data, frame.format)
-
     class Source(Filter):
         def setup(self, config: Any) -> None:
             h, w = RESOLUTIONS[config.resolution]
@@ -124,7 +118,6 @@ def _filters() -> Dict[str, Any]:
         def shutdown(self) -> None:
             self.out.close()
 
-    del stamp
     return {"Source": Source, "Pass": Pass, "Sink": Sink}
 
 

@@ -403,27 +403,7 @@ class _Publisher:
         for topic, frame in frames.items():
             ref = None
             if frame.has_image and not (frame.has_jpg if outs_jpg is None else outs_jpg):
-                image = frame.image
-                ref = _received_ref(image)
-                if ref is not None:
-                    # An image this process received through framebus, passed on unchanged (it
-                    # is read-only): send the same reference, and keep the array (so its pin)
-                    # for as long as this sender keeps its own frames.
-                    held = self._forwarded.setdefault(topic, deque())
-                    held.append(image)
-                    while len(held) > max(self._hold, 1):
-                        held.popleft()
-                    xtra = {"img": [frame.height, frame.width, frame.format, "raw"], "fb": ref}
-                    data = json.dumps(frame.data, separators=(",", ":")).encode() if frame.data else None
-                    msgs[topic] = [xtra] if data is None else [xtra, data]
-                    _count("forwarded")
-                    continue
-                topic_stream = self._stream_for(topic, image.nbytes)
-                seq = topic_stream.put(image) if topic_stream is not None else None
-                if topic_stream is not None and seq is not None:
-                    ref = [topic_stream.name, seq]
-                elif topic_stream is not None:
-                    _count("ring_full")
+                ref = self._reference(topic, frame.image)
             if ref is None:
                 if frame.has_image:
                     _count("sent_inline")
@@ -432,8 +412,30 @@ class _Publisher:
             xtra = {"img": [frame.height, frame.width, frame.format, "raw"], "fb": ref}
             data = json.dumps(frame.data, separators=(",", ":")).encode() if frame.data else None
             msgs[topic] = [xtra] if data is None else [xtra, data]
-            _count("sent_framebus")
         return msgs
+
+    def _reference(self, topic: str, image: Any) -> Optional[list]:
+        """``[stream, seq]`` naming ``image`` in a framebus stream, or None to send it inline."""
+        ref = _received_ref(image)
+        if ref is not None:
+            # An image this process received through framebus, passed on unchanged (it is
+            # read-only): send the same reference, and keep the array (so its pin) for as long as
+            # this sender keeps its own frames.
+            held = self._forwarded.setdefault(topic, deque())
+            held.append(image)
+            while len(held) > max(self._hold, 1):
+                held.popleft()
+            _count("forwarded")
+            return ref
+        topic_stream = self._stream_for(topic, image.nbytes)
+        if topic_stream is None:
+            return None
+        seq = topic_stream.put(image)
+        if seq is None:
+            _count("ring_full")
+            return None
+        _count("sent_framebus")
+        return [topic_stream.name, seq]
 
     def destroy(self) -> None:
         self._forwarded.clear()
