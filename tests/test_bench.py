@@ -237,3 +237,18 @@ def test_sweep_crossover_is_the_size_from_which_framebus_stays_ahead() -> None:
             suite.rows.append(Row(size_label(n), variant, variant, role, {"lat": Metric(v, "µs", False)}, "lat"))
     assert crossovers(suite) == {"peer": "1 MiB"}
     assert size_label(64) == "64 B" and size_label(32 << 20) == "32 MiB"
+
+
+def test_live_progress_notes_keep_square_brackets():
+    """A note such as "pip install 'framebus[bench]'" reaches a terminal whole (rich markup
+    would swallow "[bench]")."""
+    import io
+
+    from rich.console import Console
+
+    from framebus.commands.bench import _RichReporter
+
+    out = io.StringIO()
+    reporter = _RichReporter(Console(file=out, force_terminal=False, width=200), 1)
+    reporter.note("W1", "iceoryx2: skipped (pip install 'framebus[bench]')")
+    assert "framebus[bench]" in out.getvalue()

@@ -88,7 +88,9 @@ class _RichReporter:
         self.progress.refresh()
 
     def note(self, suite: str, text: str) -> None:
-        self.progress.console.print(f"[yellow]{suite}[/yellow] {text}")
+        from rich.markup import escape
+
+        self.progress.console.print(f"[yellow]{suite}[/yellow] {escape(text)}")  # a note may hold "[bench]"
         self.progress.refresh()
 
     def finish(self) -> None:
