@@ -260,3 +260,49 @@ def test_pipeline_example_reports_every_hop(work):
     res = json.loads(out.read_text())
     assert res["transport"] == "framebus" and res["frames"] == 5 and res["torn"] == 0
     assert len(res["per_hop_ms"]) == 3 and all(h > 0 for h in res["per_hop_ms"])
+
+
+class _Pin:
+    """Stands in for a sender's pinned view: records its release."""
+
+    released: List[int] = []
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def release(self) -> None:
+        _Pin.released.append(self.n)
+
+
+def test_retention_keeps_frames_until_synchronized_clients_are_past_them(monkeypatch):
+    """The sender's retention (what caused a message to arrive without its topic when a receiver
+    started slowly): a message's frames are let go only once every synchronized client has
+    received a later message, and never among the last `hold` messages."""
+    monkeypatch.setattr(fb_openfilter.framebus, "Frame", _Pin)
+    _Pin.released = []
+    keep = fb_openfilter._Retention(hold=2)
+    # Messages 1..6 sent; OpenFilter learns each id once the next one is built.
+    for msg_id in range(1, 7):
+        keep.settle(last_sent_id=msg_id - 1 if msg_id > 1 else None, acked=0)
+        keep.add([_Pin(msg_id)], last_sent_id=msg_id - 1 if msg_id > 1 else None)
+    assert _Pin.released == []  # the client has received nothing yet: everything stays
+    keep.settle(last_sent_id=6, acked=3)  # the client received message 3 (asked for 4)
+    assert _Pin.released == [1, 2]  # message 3 stays: its frames may still be being pinned
+    keep.settle(last_sent_id=6, acked=6)
+    assert _Pin.released == [1, 2, 3, 4]  # the last two stay (the floor)
+    keep.settle(last_sent_id=6, acked=None)  # unknown progress: only the floor counts
+    assert _Pin.released == [1, 2, 3, 4]
+    keep.clear()
+    assert _Pin.released == [1, 2, 3, 4, 5, 6]
+
+
+def test_retention_without_progress_reports_releases_by_count(monkeypatch):
+    monkeypatch.setattr(fb_openfilter.framebus, "Frame", _Pin)
+    _Pin.released = []
+    keep = fb_openfilter._Retention(hold=2)
+    for msg_id in range(1, 6):
+        keep.settle(last_sent_id=None, acked=None)
+        keep.add([_Pin(msg_id)], last_sent_id=None)
+    assert _Pin.released == [1, 2]  # settled before message 5 was added: 3 and 4 were the floor
+    keep.settle(last_sent_id=None, acked=None)
+    assert _Pin.released == [1, 2, 3]

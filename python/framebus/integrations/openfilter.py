@@ -17,8 +17,11 @@ What changes underneath (see docs/openfilter.md):
   topics and the frame's ``data`` stay on ZeroMQ.
 - A receiver pins exactly that frame (:meth:`framebus.Stream.view_seq`) and hands the filter a
   read-only zero-copy view. A filter that keeps the frame keeps the pin: the slot is never
-  rewritten under it. If the frame is no longer in the ring the receiver logs it and leaves the
-  topic out of that message; it never substitutes another frame.
+  rewritten under it. The sender keeps each frame it names pinned until every synchronized
+  client has received a later message (and for at least its last ``FRAMEBUS_OPENFILTER_HOLD``
+  messages). Should a frame still be gone (a listen-only client far behind), the receiver logs
+  it and drops the whole message; it never substitutes another frame or delivers a message with
+  a topic missing.
 - The sender only sends references when every client connected to it can map its streams (each
   receiver says so in the connection id it already sends, with a token for the host and its
   /dev/shm). Otherwise, and whenever the ring has no free slot (filters keeping many frames), it
@@ -65,8 +68,9 @@ ENV_HOLD = "FRAMEBUS_OPENFILTER_HOLD"
 #: Slots per topic stream: the frame being written, the newest frame, the sender's hold and room
 #: for frames filters keep.
 DEFAULT_SLOTS = 8
-#: Frames the sender keeps pinned after sending them, so a receiver that is a few messages behind
-#: (load-balanced or ephemeral outputs) still finds its frame.
+#: Messages whose frames a sender keeps pinned whatever its clients report, so an ephemeral or
+#: load-balanced client a few messages behind still finds its frame (synchronized clients are
+#: waited for however far behind they are).
 DEFAULT_HOLD = 2
 _MARK = "+fb"
 _MQ_MODULE = "openfilter.filter_runtime.mq"
@@ -256,10 +260,11 @@ def _patch(mq: ModuleType) -> None:
             (MQ, "__init__"): MQ.__init__,
             (MQ, "frames2topicmsgs"): MQ.__dict__["frames2topicmsgs"],
             (MQ, "topicmsgs2frames"): MQ.__dict__["topicmsgs2frames"],
+            (MQ, "recv"): MQ.recv,
             (Sender, "__init__"): Sender.__init__,
         }
         init, frames2topicmsgs = MQ.__init__, MQ.frames2topicmsgs
-        topicmsgs2frames, sender_init = MQ.topicmsgs2frames, Sender.__init__
+        topicmsgs2frames, sender_init, recv = MQ.topicmsgs2frames, Sender.__init__, MQ.recv
         suffix = _MARK + host_token()
 
         def mq_init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -285,6 +290,12 @@ def _patch(mq: ModuleType) -> None:
                 return cache.frames(topicmsgs, topicmsgs2frames)
             return topicmsgs2frames(topicmsgs, cache=cache)
 
+        def recv_whole(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return recv(self, *args, **kwargs)
+            except _MessageLost:
+                return None  # as if nothing arrived yet: the filter's loop waits for the next one
+
         def connection_init(self: Any, *args: Any, **kwargs: Any) -> None:
             sender_init(self, *args, **kwargs)
             if _truthy(os.environ.get(ENV_RECEIVE, "1")):
@@ -293,6 +304,7 @@ def _patch(mq: ModuleType) -> None:
         MQ.__init__ = mq_init
         MQ.frames2topicmsgs = staticmethod(encode)
         MQ.topicmsgs2frames = staticmethod(decode)
+        MQ.recv = recv_whole
         Sender.__init__ = connection_init
         _patched["originals"] = originals
 
@@ -305,38 +317,76 @@ def _token(text: str) -> str:
 
 
 class _TopicStream:
-    """One topic's stream on the sender side, with the frames it keeps pinned after sending."""
+    """One topic's stream on the sender side."""
 
-    def __init__(self, name: str, capacity: int, slots: int, hold: int, label: str) -> None:
+    def __init__(self, name: str, capacity: int, slots: int, label: str) -> None:
         self.name = name
         self.stream = framebus.create(name, capacity=capacity, slots=slots)
         self.stream.set_role("writer", label[:48])
-        self.hold = hold
-        self.held: deque = deque()
 
-    def put(self, image: Any) -> Optional[int]:
+    def put(self, image: Any) -> "Optional[tuple[int, Any]]":
+        """Writes ``image`` without waiting; (sequence, a view pinning it) or None when every
+        free slot is pinned."""
         try:
             self.stream.write(image, timeout=0)
         except TimeoutError:
             return None
         seq = self.stream.write_sequence
-        if self.hold:
-            view = self.stream.view_seq(seq)
-            if view is not None:
-                self.held.append(view)
-            while len(self.held) > self.hold:
-                self.held.popleft().release()
-        return seq
+        return seq, self.stream.view_seq(seq)
 
     def close(self) -> None:
-        while self.held:
-            self.held.popleft().release()
         try:
             self.stream.end()
             self.stream.unlink()
         except (framebus.FramebusError, OSError):
             pass
         self.stream.close()
+
+
+class _Retention:
+    """What keeps the frames a sender has named alive until its clients are past them.
+
+    Each sent message gets an entry: the pins of the frames it names (views of frames this
+    sender wrote, arrays of frames it forwarded). An entry is let go once every synchronized
+    client has received a later message (a client asks for message *M+1* only after its
+    previous ``recv`` returned, so after it pinned the frames of message *M*), and never while it
+    is among the last ``hold`` messages (the floor for ephemeral clients, which do not report
+    progress in step)."""
+
+    def __init__(self, hold: int) -> None:
+        self.hold = hold
+        self.entries: deque = deque()  # [message id or None (the newest, not yet known), pins]
+
+    def add(self, pins: list, last_sent_id: Optional[int]) -> None:
+        self._name_last(last_sent_id)
+        self.entries.append([None, pins])
+
+    def settle(self, last_sent_id: Optional[int], acked: Optional[int]) -> None:
+        """Lets go of entries whose message every synchronized client is past (``acked``: the
+        lowest message id they have received; None: unknown, keep only the floor)."""
+        self._name_last(last_sent_id)
+        while len(self.entries) > self.hold:
+            msg_id = self.entries[0][0]
+            if acked is not None and (msg_id is None or msg_id >= acked):
+                break
+            self._release(self.entries.popleft()[1])
+
+    def _name_last(self, last_sent_id: Optional[int]) -> None:
+        if self.entries and self.entries[-1][0] is None:
+            if last_sent_id is None:
+                self.entries[-1][0] = -1  # not knowable: release by count
+            else:
+                self.entries[-1][0] = last_sent_id
+
+    def clear(self) -> None:
+        while self.entries:
+            self._release(self.entries.popleft()[1])
+
+    @staticmethod
+    def _release(pins: list) -> None:
+        for pin in pins:
+            if isinstance(pin, framebus.Frame):
+                pin.release()  # this sender's own pin; a forwarded array is just dropped
 
 
 class _Publisher:
@@ -348,9 +398,8 @@ class _Publisher:
         self._prefix = f"of.{_token(str(mq.sender.server_id))}."
         self._instance = f"{os.getpid():x}{secrets.token_hex(2)}"
         self._slots = _int_env(ENV_SLOTS, DEFAULT_SLOTS, 3, 64)
-        self._hold = _int_env(ENV_HOLD, DEFAULT_HOLD, 0, 16)
+        self._retention = _Retention(_int_env(ENV_HOLD, DEFAULT_HOLD, 0, 16))
         self._streams: Dict[str, _TopicStream] = {}
-        self._forwarded: Dict[str, deque] = {}
         self._generation = 0
         self._failed = False
         self._sweep()
@@ -368,10 +417,24 @@ class _Publisher:
             except (framebus.FramebusError, OSError):
                 continue
 
-    def _clients_can_map(self) -> bool:
+    def _clients(self) -> Dict[str, Any]:
         mq = self._mq()
-        clients: Dict[str, Any] = getattr(getattr(mq, "sender", None), "clients", None) or {}
+        return getattr(getattr(mq, "sender", None), "clients", None) or {}
+
+    def _clients_can_map(self) -> bool:
+        clients = self._clients()
         return bool(clients) and all(full_id.endswith(self._suffix) for full_id in clients)
+
+    def _progress(self) -> "tuple[Optional[int], Optional[int]]":
+        """(id of the last message OpenFilter sent, lowest id the synchronized clients have
+        received); None where OpenFilter does not say."""
+        sender = getattr(self._mq(), "sender", None)
+        next_id = getattr(sender, "min_send_id", None)
+        last_sent = next_id - 1 if isinstance(next_id, int) else None
+        received = [getattr(c, "prev_id", None) for c in self._clients().values() if not getattr(c, "ephemeral", 0)]
+        known = [r for r in received if isinstance(r, int)]
+        acked = min(known) if known and len(known) == len(received) else None
+        return last_sent, acked
 
     def _stream_for(self, topic: str, nbytes: int) -> Optional[_TopicStream]:
         current = self._streams.get(topic)
@@ -384,7 +447,7 @@ class _Publisher:
         name = f"{self._prefix}{_token(topic)}.{self._instance}.{self._generation}"
         capacity = max(4096, -(-nbytes * 5 // 4 // 4096) * 4096)  # room for a little growth
         try:
-            made = _TopicStream(name, capacity, self._slots, self._hold, f"openfilter {topic}")
+            made = _TopicStream(name, capacity, self._slots, f"openfilter {topic}")
         except (framebus.FramebusError, OSError, ValueError) as e:
             if not self._failed:
                 logger.warning("framebus: cannot create stream %s (%s); sending images inline", name, e)
@@ -394,16 +457,19 @@ class _Publisher:
         return made
 
     def topicmsgs(self, frames: Dict[str, Any], outs_jpg: Any, encode: Callable[..., Any]) -> Dict[str, Any]:
+        last_sent, acked = self._progress()
+        self._retention.settle(last_sent, acked)
         if not self._clients_can_map():
             n = sum(1 for f in frames.values() if getattr(f, "has_image", False))
             if n:
                 _count("sent_inline", n)
             return encode(frames, outs_jpg, pool=None)
         msgs: Dict[str, Any] = {}
+        pins: list = []
         for topic, frame in frames.items():
             ref = None
             if frame.has_image and not (frame.has_jpg if outs_jpg is None else outs_jpg):
-                ref = self._reference(topic, frame.image)
+                ref = self._reference(topic, frame.image, pins)
             if ref is None:
                 if frame.has_image:
                     _count("sent_inline")
@@ -412,36 +478,43 @@ class _Publisher:
             xtra = {"img": [frame.height, frame.width, frame.format, "raw"], "fb": ref}
             data = json.dumps(frame.data, separators=(",", ":")).encode() if frame.data else None
             msgs[topic] = [xtra] if data is None else [xtra, data]
+        if pins:
+            self._retention.add(pins, last_sent)
         return msgs
 
-    def _reference(self, topic: str, image: Any) -> Optional[list]:
-        """``[stream, seq]`` naming ``image`` in a framebus stream, or None to send it inline."""
+    def _reference(self, topic: str, image: Any, pins: list) -> Optional[list]:
+        """``[stream, seq]`` naming ``image`` in a framebus stream (adding what keeps it alive to
+        ``pins``), or None to send it inline."""
         ref = _received_ref(image)
         if ref is not None:
             # An image this process received through framebus, passed on unchanged (it is
-            # read-only): send the same reference, and keep the array (so its pin) for as long as
-            # this sender keeps its own frames.
-            held = self._forwarded.setdefault(topic, deque())
-            held.append(image)
-            while len(held) > max(self._hold, 1):
-                held.popleft()
+            # read-only): send the same reference and keep the array, so its pin, until the
+            # clients are past this message.
+            pins.append(image)
             _count("forwarded")
             return ref
         topic_stream = self._stream_for(topic, image.nbytes)
         if topic_stream is None:
             return None
-        seq = topic_stream.put(image)
-        if seq is None:
+        written = topic_stream.put(image)
+        if written is None or written[1] is None:
             _count("ring_full")
             return None
+        seq, view = written
+        pins.append(view)
         _count("sent_framebus")
         return [topic_stream.name, seq]
 
     def destroy(self) -> None:
-        self._forwarded.clear()
+        self._retention.clear()
         for topic_stream in self._streams.values():
             topic_stream.close()
         self._streams.clear()
+
+
+class _MessageLost(Exception):
+    """A message named a frame that is no longer in its ring: OpenFilter's ``MQ.recv`` (patched)
+    drops the whole message, so a filter never gets a message with a topic missing."""
 
 
 class _Subscriber:
@@ -497,12 +570,12 @@ class _Subscriber:
             if view is None:
                 _count("missed")
                 logger.warning(
-                    "framebus: frame %d of stream %s (topic %r) is no longer in the ring; this message arrives without that topic",
+                    "framebus: frame %d of stream %s (topic %r) is no longer in the ring; the message is dropped (the filter gets the next one)",
                     seq,
                     name,
                     topic,
                 )
-                continue
+                raise _MessageLost(topic)
             image = view.array  # read-only, zero-copy; the pin lives as long as the array
             _remember_view(image, name, seq)
             data = json.loads(bytes(msg[1]).decode()) if len(msg) > 1 else None
