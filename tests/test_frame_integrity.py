@@ -135,6 +135,55 @@ def test_loan_exports_stay_the_published_frame(name, export):
         w.close()
 
 
+_READ_IN_CHILD = """
+import sys, framebus
+r = framebus.open(sys.argv[1])
+print(bytes(r.read().reshape(-1)[:8]).hex())
+r.close()
+"""
+
+
+@pytest.mark.parametrize("alias", ["memoryview", "numpy view", "frombuffer"])
+def test_writable_alias_made_during_the_loan_cannot_change_the_frame(name, alias):
+    """A writable alias made while the loan was open keeps its writable flag (nothing can revoke
+    it), but what it writes after the commit stays in the writing process's private copy of the
+    slot: other handles and other processes see exactly the committed bytes, and once the alias
+    is gone the slot is written and read normally again."""
+    import subprocess
+    import sys
+
+    w = framebus.create(name, shape=(3, 4096), dtype=np.uint8, slots=2)
+    r = framebus.open(name)
+    try:
+        with w.loan() as buf:
+            buf[:] = 7
+            stale = {
+                "memoryview": lambda: memoryview(buf).cast("B"),
+                "numpy view": lambda: buf.view(),
+                "frombuffer": lambda: np.frombuffer(memoryview(buf), np.uint8).reshape(3, 4096),
+            }[alias]()
+        del buf
+        assert not memoryview(stale).readonly  # the alias is still writable...
+        if alias == "memoryview":
+            stale[0:4096] = b"\xff" * 4096
+        else:
+            stale[:] = 255
+        # ... but only this process's copy changed.
+        assert (r.read() == 7).all()
+        with r.view() as f:
+            assert (f.array == 7).all()
+        child = subprocess.run([sys.executable, "-c", _READ_IN_CHILD, name], capture_output=True, text=True, timeout=60, check=True)
+        assert child.stdout.strip() == "07" * 8
+        del stale
+        # The slot is the writer's again, shared: every later frame reaches the reader.
+        for i in range(6):
+            w.write(np.full((3, 4096), 20 + i, np.uint8), timeout=1)
+            assert (r.read() == 20 + i).all()
+    finally:
+        r.close()
+        w.close()
+
+
 def test_loan_without_exports_pins_nothing(name):
     """A loan whose array is gone when it ends leaves every slot free (2 slots suffice)."""
     w = framebus.create(name, shape=(16,), dtype=np.uint8, slots=2)

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use framebus::{FrameInfo, Pinned, WriteGuard};
+use framebus::{FrameInfo, KeptSlot, WriteGuard};
 use numpy::npyffi::{PyArrayObject, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
 use pyo3::prelude::*;
 
@@ -26,7 +26,7 @@ type Guard = WriteGuard<Arc<framebus::Stream>>;
 #[pyclass(name = "_LoanSlot", module = "framebus._native", frozen)]
 pub struct PyLoanSlot {
     _stream: Arc<framebus::Stream>,
-    pin: Mutex<Option<Pinned>>,
+    pin: Mutex<Option<KeptSlot>>,
 }
 
 /// A claimed slot with its per-frame values, published by commit() or on a clean `with` exit.

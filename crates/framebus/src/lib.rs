@@ -25,7 +25,7 @@ pub mod sync;
 
 pub use error::{Error, Result};
 pub use recovery::StreamInfo;
-pub use ring::{CreateOptions, FrameInfo, FrameRef, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ};
+pub use ring::{CreateOptions, FrameInfo, FrameRef, KeptSlot, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ};
 pub use shm::unlink;
 pub use sync::deadline::Deadline;
 pub use sync::lock::Acquired;

@@ -56,9 +56,34 @@ fn a_pinned_commit_keeps_its_slot_until_dropped() {
     // Slot A (kept, frame 1) is pinned; slot B takes frame 2; frame 3 has nowhere to go.
     assert_eq!(write(&s, 8).unwrap(), 2);
     assert!(matches!(write(&s, 9), Err(Error::Timeout { .. })));
-    assert_eq!(kept.frame().payload, &[7; 8]);
+    assert_eq!(kept.pinned().frame().payload, &[7; 8]);
     drop(kept);
     assert_eq!(write(&s, 9).unwrap(), 3);
+}
+
+/// Memory of a loan that outlives its commit (a writable alias the caller kept) writes into
+/// pages private to the writing handle: another handle sees exactly the committed bytes, and once
+/// the kept slot is dropped the writer's next frames in that slot reach everyone again.
+#[test]
+fn writes_through_a_kept_loan_after_commit_stay_private() {
+    let (n, s) = stream("detached", 2);
+    let reader = Stream::open(&n.0, ReaderMode::Latest).unwrap();
+    let mut g = s.begin_loan(soon(), &mut || true).unwrap();
+    g.payload_mut().fill(7);
+    let alias = g.payload_ptr();
+    let kept = g.commit_pinned(&FrameInfo::default()).unwrap();
+    assert!(kept.detached());
+    // SAFETY: the slot's pages stay mapped (privately) while `kept` lives; this stands for a
+    // stale writable NumPy view or memoryview of the loan's array.
+    unsafe { std::ptr::write_bytes(alias, 99, 8) };
+    assert_eq!(reader.read_latest(|f| f.payload.to_vec()).unwrap(), vec![7; 8]);
+    assert_eq!(kept.pinned().frame().payload, &[99; 8], "the writing handle sees its own copy");
+    drop(kept);
+    // Both slots rewritten: the kept slot is shared again.
+    for byte in [8, 9, 10] {
+        write(&s, byte).unwrap();
+        assert_eq!(reader.read_latest(|f| f.payload.to_vec()).unwrap(), vec![byte; 8]);
+    }
 }
 
 #[test]

@@ -49,6 +49,28 @@ impl PagePlan {
         )
     }
 
+    /// Prepares `len` bytes at `ptr` that were just mapped again in place (a kept loan's slot
+    /// given back to the writer), whatever their size: the writer writes them next.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be a range of a writable mapping owned by the caller that nothing
+    /// else uses while this runs.
+    pub unsafe fn restore(&self, ptr: *mut u8, len: usize) {
+        #[cfg(target_os = "linux")]
+        {
+            if self.advise_huge && len >= self.min_bytes {
+                // SAFETY: as in prepare; the advice changes only how the range is backed.
+                unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
+            }
+            if self.prefault {
+                // SAFETY: as in prepare; populating changes no byte.
+                unsafe { libc::madvise(ptr.cast(), len, libc::MADV_POPULATE_WRITE) };
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (ptr, len);
+    }
+
     /// Prepares a fresh mapping of `len` bytes at `ptr` (does nothing below `min_bytes`). Advice
     /// the kernel refuses is skipped: it only ever costs speed, never correctness.
     ///

@@ -297,6 +297,32 @@ impl Stream {
         unsafe { self.map.as_ptr().add((self.geometry.payload_offset + u64::from(i) * self.geometry.slot_stride) as usize) }
     }
 
+    /// Backs slot `i`'s pages in this handle's read-write mapping with a private copy-on-write
+    /// mapping of the same bytes (see kept.rs); returns the shared pages set aside, if the
+    /// kernel could move them. The caller holds a pin on the slot, so no claim writes it.
+    pub(super) fn detach_slot(&self, i: u32) -> Result<Option<Mapping>> {
+        let (ptr, offset, len) = self.slot_range(i);
+        // SAFETY: slot i's stride is page-aligned (layout asserts payload_offset and slot_stride
+        // are multiples of 4096) and lies inside `self.map`, which maps the segment from file
+        // offset 0 read-write and shared. The slot is pinned by the caller, so the writer does
+        // not claim it; the core keeps no reference into it; views read through the separate
+        // read-only mapping.
+        unsafe { self.segment.detach(ptr, offset, len) }
+    }
+
+    /// Undoes [`Stream::detach_slot`]: slot `i` is shared again.
+    pub(super) fn reattach_slot(&self, i: u32, parked: Option<Mapping>) -> Result<()> {
+        let (ptr, offset, len) = self.slot_range(i);
+        // SAFETY: as in detach_slot; the range is the one detach_slot made private and
+        // `parked` what it returned.
+        unsafe { self.segment.reattach(ptr, offset, len, parked) }
+    }
+
+    fn slot_range(&self, i: u32) -> (*mut u8, u64, usize) {
+        let offset = self.geometry.payload_offset + u64::from(i) * self.geometry.slot_stride;
+        (self.payload(i), offset, self.geometry.slot_stride as usize)
+    }
+
     /// This handle's own reader entry.
     pub(super) fn my_entry(&self) -> &ReaderEntry {
         assert!(self.entry != u32::MAX, "a peek handle has no reader entry");

@@ -3,6 +3,7 @@
 pub mod frame_table;
 pub mod monitor;
 mod handle;
+mod kept;
 pub mod layout;
 pub mod protocol;
 mod reader;
@@ -12,6 +13,7 @@ mod variable;
 mod writer;
 
 pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
+pub use kept::KeptSlot;
 pub use reader::{FrameRef, Pinned};
 pub use spec::StreamSpec;
 pub use layout::MAX_SEQ;

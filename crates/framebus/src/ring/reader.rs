@@ -411,6 +411,11 @@ impl Pinned {
         Ok((unsafe { base.add((u64::from(self.slot) * self.stream.geometry.slot_stride) as usize) }, len))
     }
 
+    /// The slot the frame is in.
+    pub(super) fn slot(&self) -> u32 {
+        self.slot
+    }
+
     /// The stream this frame belongs to.
     pub fn stream(&self) -> &Arc<Stream> {
         &self.stream

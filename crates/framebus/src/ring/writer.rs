@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::handle::{now_ns, Stream};
+use super::kept::KeptSlot;
 use super::reader::Pinned;
 use super::layout::{published, slot_state, state_seq, unpack_published, MAX_SEQ, WRITING};
 use super::protocol;
@@ -434,12 +435,14 @@ impl WriteGuard<Arc<Stream>> {
     /// pipe, kept by the caller), so the ring never reuses the slot under them. The pin is set
     /// before the frame is published and the lock released, so no writer can claim the slot in
     /// between. On error the frame is discarded and nothing stays pinned.
-    pub fn commit_pinned(mut self, info: &FrameInfo<'_>) -> Result<Pinned> {
+    /// The slot is detached in this handle's mapping (kept.rs): writes through memory of the
+    /// loan that survived it stay private to this process.
+    pub fn commit_pinned(mut self, info: &FrameInfo<'_>) -> Result<KeptSlot> {
         let stream = Arc::clone(&self.stream);
         stream.pin_own_claim(self.slot);
         let slot = self.slot;
         match self.publish(info) {
-            Ok(seq) => Ok(Pinned::new(stream, slot, seq)),
+            Ok(seq) => Ok(KeptSlot::new(Pinned::new(stream, slot, seq), true)),
             Err(e) => {
                 drop(self);
                 stream.unpin(slot);
@@ -451,12 +454,13 @@ impl WriteGuard<Arc<Stream>> {
     /// Discards the frame like dropping the guard, but keeps the (now empty) slot pinned until
     /// the returned `Pinned` is dropped, so memory still referenced by the caller is not
     /// rewritten by a later frame while it is in use.
-    pub fn abort_pinned(self) -> Pinned {
+    /// Nothing reads an empty slot, so it is not detached.
+    pub fn abort_pinned(self) -> KeptSlot {
         let stream = Arc::clone(&self.stream);
         let slot = self.slot;
         stream.pin_own_claim(slot);
         drop(self);
-        Pinned::new(stream, slot, 0)
+        KeptSlot::new(Pinned::new(stream, slot, 0), false)
     }
 }
 

@@ -120,6 +120,79 @@ impl Segment {
         Ok(Mapping { ptr: ptr.cast(), len })
     }
 
+    /// Replaces the pages at `addr..addr + len` of a read-write shared mapping of this segment
+    /// (which maps file offset `offset` there) with a private copy-on-write mapping of the same
+    /// bytes: a private page shows the object's bytes until this process writes it, and the
+    /// write goes to a copy only this process sees. The shared pages, with their page-table
+    /// entries, are moved aside (`mremap` with `MREMAP_DONTUNMAP`, Linux 5.13+ for shared
+    /// memory) and returned, so [`Segment::reattach`] can move them back without faulting them
+    /// in again; None where the kernel cannot move them (they are then mapped afresh).
+    ///
+    /// # Safety
+    /// `addr`, `offset` and `len` must be page multiples, and `addr..addr + len` must lie inside
+    /// a live read-write `MAP_SHARED` mapping of this segment that maps `offset..offset + len`
+    /// there. No Rust reference into the range may be alive, and nothing may rely on the
+    /// range's bytes being shared until it is reattached.
+    pub unsafe fn detach(&self, addr: *mut u8, offset: u64, len: usize) -> Result<Option<Mapping>> {
+        // SAFETY: moving the range's pages to a new address chosen by the kernel; with
+        // DONTUNMAP the range itself stays mapped (to the same file pages, faulted in again on
+        // access), so no address of it is ever left unmapped.
+        let moved = unsafe { libc::mremap(addr.cast(), len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_DONTUNMAP) };
+        let parked = (moved != libc::MAP_FAILED).then(|| Mapping { ptr: moved.cast(), len });
+        // SAFETY: the caller's contract: the range maps this file range and nothing borrows it.
+        if let Err(e) = unsafe { self.map_over(addr, offset, len, libc::MAP_PRIVATE) } {
+            drop(parked); // the range is still the shared mapping: nothing to restore
+            return Err(e);
+        }
+        Ok(parked)
+    }
+
+    /// Undoes [`Segment::detach`]: the range is the shared mapping again, with the pages moved
+    /// aside put back (or, without them, mapped afresh and prepared like a fresh mapping, since
+    /// the writer is about to write them). Private copies made meanwhile are dropped.
+    ///
+    /// # Safety
+    /// As for `detach`, with `addr..addr + len` the range `detach` made private and `parked`
+    /// what it returned.
+    pub unsafe fn reattach(&self, addr: *mut u8, offset: u64, len: usize, parked: Option<Mapping>) -> Result<()> {
+        if let Some(parked) = parked {
+            // SAFETY: `parked` maps exactly this file range (moved from `addr` by detach);
+            // moving it over the private range replaces that range in one step.
+            let back = unsafe { libc::mremap(parked.ptr.cast(), len, len, libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED, addr) };
+            if back != libc::MAP_FAILED {
+                std::mem::forget(parked); // its pages now live at `addr`
+                return Ok(());
+            }
+        }
+        // SAFETY: as above; the range maps this file range privately and nothing borrows it.
+        unsafe { self.map_over(addr, offset, len, libc::MAP_SHARED)? };
+        // SAFETY: the range was just mapped again and nothing borrows it.
+        unsafe { crate::copy::plan().pages.restore(addr, len) };
+        Ok(())
+    }
+
+    /// Maps `offset..offset + len` of this segment at `addr` (MAP_FIXED) with `share`.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must already map the same file range and nothing may borrow it.
+    unsafe fn map_over(&self, addr: *mut u8, offset: u64, len: usize, share: libc::c_int) -> Result<()> {
+        let map_at = |share: libc::c_int| {
+            // SAFETY: the caller guarantees the range maps this very file range and nothing
+            // borrows it, so replacing it in place with another mapping of the same bytes
+            // leaves every address valid.
+            unsafe { libc::mmap(addr.cast(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_FIXED | share, self.fd.as_raw_fd(), offset as libc::off_t) }
+        };
+        if map_at(share) == libc::MAP_FAILED {
+            let err = io::Error::last_os_error();
+            // The failures a process can cause (the mapping count limit) are reported before
+            // anything is replaced; should the kernel have dropped the old pages anyway, map the
+            // shared ones back so that the range is never left unmapped.
+            map_at(libc::MAP_SHARED);
+            return Err(io_error("remap", &self.name, err));
+        }
+        Ok(())
+    }
+
     /// (device, inode) of the object, to tell a segment from a newer one of the same name.
     pub fn identity(&self) -> Result<(u64, u64)> {
         // SAFETY: as in len().
