@@ -4,12 +4,13 @@
 //! The slot stays pinned, so the ring never reuses it under that memory. A committed slot is
 //! also *detached* in this handle's read-write mapping: its pages are replaced by a private
 //! copy-on-write mapping of the same bytes (the shared pages are moved aside with their
-//! page-table entries, so giving them back costs no page faults). A write through a writable alias that survived the
-//! commit (a `memoryview` or NumPy view made while the loan was open, whose writable flag cannot
-//! be revoked) then lands in a page of this process alone: no other handle and no other process
-//! ever sees it, and the published frame stays exactly what was committed. When the kept slot is
-//! dropped (the last reference is gone) the shared pages are mapped back *before* the pin is
-//! released, so the writer's next frame in that slot goes to shared memory again.
+//! page-table entries, so giving them back costs no page faults). A write through a writable
+//! alias that survived the commit (a `memoryview` or NumPy view made while the loan was open,
+//! whose writable flag cannot be revoked) then lands in a page of this process alone: no other
+//! handle and no other process ever sees it, and the published frame stays exactly what was
+//! committed. When the kept slot is dropped (the last reference is gone) the shared pages are
+//! mapped back *before* the pin is released, so the writer's next frame in that slot goes to
+//! shared memory again.
 //!
 //! Should mapping the shared pages back fail (the kernel out of memory for mappings), the slot
 //! stays pinned for the rest of the handle's life rather than let the writer write into private
