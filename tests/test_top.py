@@ -232,6 +232,41 @@ def test_hz_and_echo(name):
         w.close()
 
 
+def test_hz_says_when_the_writer_stopped(name):
+    """Once frames stop, hz reports "no new frames" (it waits for a frame after the last one it
+    counted; it used to see the last frame again at once, spin on a core and repeat the old
+    rate)."""
+    w = framebus.create(name, shape=(4,), dtype=np.uint8)
+    stop = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set():
+            w.write(np.full(4, i % 256, np.uint8))
+            i += 1
+            time.sleep(0.01)
+
+    t = threading.Thread(target=write)
+    t.start()
+    hz = subprocess.Popen([sys.executable, "-m", "framebus", "hz", name, "--every", "0.2", "--count", "12"], stdout=subprocess.PIPE, text=True)
+    try:
+        lines = [hz.stdout.readline()]  # type: ignore[union-attr]
+        while "average rate" not in lines[-1] and lines[-1]:
+            lines.append(hz.stdout.readline())  # type: ignore[union-attr]
+        assert "average rate" in lines[-1], lines
+        stop.set()
+        t.join(5)
+        rest, _ = hz.communicate(timeout=60)
+        assert hz.returncode == 0
+        assert rest.splitlines()[-1] == "no new frames", rest
+    finally:
+        stop.set()
+        if hz.poll() is None:
+            hz.kill()
+            hz.wait()
+        w.close()
+
+
 def test_doctor_passes_here_and_fails_a_plan_that_does_not_fit():
     p = cli("doctor")
     assert p.returncode == 0, p.stdout + p.stderr

@@ -29,10 +29,11 @@ def run(args: argparse.Namespace) -> int:
     last = (s.write_sequence, s.write_time)
     reports = 0
     next_report = time.monotonic() + args.every
+    fresh = False  # a frame arrived since the last report
     try:
         while not args.count or reports < args.count:
             try:
-                seq = s.wait(timeout=max(0.0, next_report - time.monotonic()))
+                seq = s.wait_after(last[0], timeout=max(0.0, next_report - time.monotonic()))
             except TimeoutError:
                 seq = None
             except framebus.StreamEndedError:
@@ -45,12 +46,15 @@ def run(args: argparse.Namespace) -> int:
                     intervals.extend([per] * min(seq - last[0], args.window))
                     del intervals[: max(0, len(intervals) - args.window)]
                 last = (seq, t)
+                fresh = True
             if time.monotonic() >= next_report:
                 reports += 1
                 next_report += args.every
-                if not intervals:
+                if not fresh or not intervals:
                     print("no new frames")
+                    sys.stdout.flush()
                     continue
+                fresh = False
                 mean = statistics.fmean(intervals)
                 std = statistics.pstdev(intervals)
                 print(f"average rate: {1 / mean:.3f} Hz\n\tmin: {min(intervals) * 1e3:.3f} ms max: {max(intervals) * 1e3:.3f} ms std dev: {std * 1e3:.3f} ms window: {len(intervals)}")
