@@ -40,6 +40,20 @@ pub enum ReaderMode {
     Lossless,
 }
 
+/// A handle's own pins: how many per slot, and since when (wall-clock ns) each slot is pinned,
+/// so the age monitors show is that of the oldest pin still held, not of a run of pins that
+/// never dropped to none (a consumer that takes the next view before releasing the last).
+pub(super) struct PinCounts {
+    pub(super) count: [u32; layout::MAX_SLOTS as usize],
+    pub(super) since_ns: [u64; layout::MAX_SLOTS as usize],
+}
+
+impl Default for PinCounts {
+    fn default() -> PinCounts {
+        PinCounts { count: [0; layout::MAX_SLOTS as usize], since_ns: [0; layout::MAX_SLOTS as usize] }
+    }
+}
+
 /// One attached handle on a stream. Dropping it detaches (the segment stays until unlinked).
 pub struct Stream {
     pub(super) name: String,
@@ -49,8 +63,9 @@ pub struct Stream {
     pub(super) spec: StreamSpec,
     pub(super) entry: u32,
     pub(super) mode: ReaderMode,
-    /// Pins this handle holds per slot; the shared bit is set while the count is non-zero.
-    pub(super) pins: Mutex<[u32; layout::MAX_SLOTS as usize]>,
+    /// Pins this handle holds per slot (the shared bit is set while the count is non-zero), and
+    /// when each slot's pins began.
+    pub(super) pins: Mutex<PinCounts>,
     /// Sequence of the newest frame this handle has seen (latest mode).
     pub(super) seen: LocalU64,
     pub(super) missed_last: LocalU64,
@@ -227,7 +242,7 @@ impl Stream {
             spec,
             entry: u32::MAX,
             mode: mode.unwrap_or(ReaderMode::Latest),
-            pins: Mutex::new([0; layout::MAX_SLOTS as usize]),
+            pins: Mutex::new(PinCounts::default()),
             seen: LocalU64::new(0),
             missed_last: LocalU64::new(0),
             missed_total: LocalU64::new(0),

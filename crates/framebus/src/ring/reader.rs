@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::handle::{ReaderMode, Stream};
+use super::handle::{PinCounts, ReaderMode, Stream};
 use super::layout::{slot_state, state_seq, unpack_published, WRITING};
 use super::protocol;
 use crate::error::{Error, Result};
@@ -36,7 +36,7 @@ impl Stream {
     /// Pins `slot` if it still holds committed frame `seq`.
     pub(super) fn pin(&self, slot: u32, seq: u64) -> bool {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
-        let held = pins[slot as usize] > 0;
+        let held = pins.count[slot as usize] > 0;
         if !protocol::pin(&self.slot(slot).state, &self.my_entry().pinned, 1 << slot, seq, held) {
             if !held {
                 drop(pins);
@@ -44,8 +44,28 @@ impl Stream {
             }
             return false;
         }
-        pins[slot as usize] += 1;
+        self.count_pin(&mut pins, slot);
         true
+    }
+
+    /// Counts one more pin of `slot` (its shared bit is set).
+    fn count_pin(&self, pins: &mut PinCounts, slot: u32) {
+        pins.count[slot as usize] += 1;
+    }
+
+    /// Notes when a pin that outlives the call (a view, a kept loan) began, for monitors: per
+    /// slot, and for the handle if it had none. Pins held only while a frame is copied are not
+    /// timed (no clock read on the copying paths).
+    fn time_pin(&self, slot: u32) {
+        let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        if pins.since_ns[slot as usize] == 0 {
+            let now = super::handle::now_ns();
+            pins.since_ns[slot as usize] = now;
+            let e = self.my_entry();
+            if e.pinned_since_ns.load(Ordering::Relaxed) == 0 {
+                e.pinned_since_ns.store(now, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Pins `slot`, which this handle has claimed for writing (the write lock is held and the
@@ -53,25 +73,36 @@ impl Stream {
     /// every later claim, which happens under the lock after this thread releases it).
     pub(super) fn pin_own_claim(&self, slot: u32) {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
-        if pins[slot as usize] == 0 {
+        if pins.count[slot as usize] == 0 {
             self.my_entry().pinned.fetch_or(1 << slot, Ordering::SeqCst);
         }
-        pins[slot as usize] += 1;
+        self.count_pin(&mut pins, slot);
     }
 
     /// Drops one pin of `slot`.
     pub(super) fn unpin(&self, slot: u32) {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
-        let count = &mut pins[slot as usize];
-        if *count == 0 {
+        let i = slot as usize;
+        if pins.count[i] == 0 {
             return;
         }
-        *count -= 1;
-        if *count == 0 {
+        pins.count[i] -= 1;
+        if pins.count[i] == 0 {
+            pins.since_ns[i] = 0;
             let e = self.my_entry();
             protocol::unpin(&e.pinned, 1 << slot);
-            if e.pinned.load(Ordering::Relaxed) == 0 && e.pinned_since_ns.load(Ordering::Relaxed) != 0 {
-                e.pinned_since_ns.store(0, Ordering::Relaxed);
+            // The age monitors show: that of the oldest pin this handle still holds.
+            let mut left = e.pinned.load(Ordering::Relaxed);
+            let mut oldest = 0u64;
+            while left != 0 {
+                let since = pins.since_ns[left.trailing_zeros() as usize];
+                if since != 0 && (oldest == 0 || since < oldest) {
+                    oldest = since;
+                }
+                left &= left - 1;
+            }
+            if e.pinned_since_ns.load(Ordering::Relaxed) != oldest {
+                e.pinned_since_ns.store(oldest, Ordering::Relaxed);
             }
             drop(pins);
             self.wake_writer();
@@ -383,12 +414,10 @@ pub struct Pinned {
 impl Pinned {
     /// A pin this handle already holds on `slot` (taken by `pin` or `pin_own_claim`), released
     /// when the value is dropped. `seq` 0 means the slot holds no frame (a discarded loan).
-    /// Records when the handle's pins began, for monitors (a clock read only when it had none).
+    /// Records when the slot's pins began, for monitors (a clock read only for a slot this
+    /// handle did not pin yet).
     pub(super) fn new(stream: Arc<Stream>, slot: u32, seq: u64) -> Pinned {
-        let e = stream.my_entry();
-        if e.pinned_since_ns.load(Ordering::Relaxed) == 0 {
-            e.pinned_since_ns.store(super::handle::now_ns(), Ordering::Relaxed);
-        }
+        stream.time_pin(slot);
         Pinned { stream, slot, seq }
     }
 

@@ -418,7 +418,10 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         }
         h.published.store(published(seq, self.slot), Ordering::SeqCst);
         h.frames_written.fetch_add(1, Ordering::Relaxed);
-        h.bytes_written.fetch_add(len, Ordering::Relaxed);
+        // Frame bytes, not the slot's table page: a 100-byte packet counts 100 (plus alignment
+        // between arrays), not 4 KiB more.
+        let counted = if s.spec.variable { len.saturating_sub(super::frame_table::TABLE_BYTES) } else { len };
+        h.bytes_written.fetch_add(counted, Ordering::Relaxed);
         h.notify.fetch_add(1, Ordering::SeqCst);
         if h.waiters.load(Ordering::SeqCst) > 0 {
             futex::wake_all(&h.notify);
