@@ -2,17 +2,18 @@
 
 Rows, each a loan of one frame followed by a pinned view of it on a reader handle (the W7 hop):
 
-- ``dropped``: the loan's array is gone when the loan commits (the usual ``with w.loan() as
-  buf: buf[:] = ...`` then nothing kept): no pin, no detach;
-- ``kept``: a memoryview of the array is kept past the commit and dropped after the view (what a
-  ``pipe()`` hand-off does): the slot stays pinned and is detached in the writer's mapping, then
-  mapped back when the memoryview goes.
+- ``dropped``: the loan's array is gone when the loan commits: no pin, no detach;
+- ``bound``: a name still refers to the array at the commit (the ``with w.loan() as buf:``
+  target): the array turns read-only and the slot stays pinned until the name goes; no detach;
+- ``exported``: a memoryview of the array is kept past the commit (what a ``pipe()`` hand-off
+  does): the slot stays pinned and is detached in the writer's mapping, then mapped back when the
+  memoryview goes.
 
 Rounds alternate the rows so drift on a shared machine hits both alike; medians are reported in
 microseconds per frame, with kept/dropped. Run it with two builds (for example the commit before
 the change in another virtualenv) to compare them.
 
-    python benches/loan_kept.py [--rounds 9] [--frames 200] [--sizes 1080p 2160p 128x128] [--json F]
+    python benches/loan_kept.py [--rounds 9] [--frames 200] [--sizes 128x128 1080p 2160p] [--json F]
 """
 
 from __future__ import annotations
@@ -32,19 +33,23 @@ import framebus
 SIZES = {"128x128": (128, 128, 4), "1080p": (1080, 1920, 3), "2160p": (2160, 3840, 3)}
 
 
-def _batch(w: "framebus.Stream", r: "framebus.Stream", frames: int, keep: bool) -> float:
+ROWS = ("dropped", "bound", "exported")
+
+
+def _batch(w: "framebus.Stream", r: "framebus.Stream", frames: int, row: str) -> float:
     """Seconds per frame for ``frames`` loans (each published) and a view of each."""
     t0 = time.perf_counter()
     for i in range(frames):
         loan = w.loan(timeout=5)
         buf = loan.array
         buf[0, 0, 0] = i & 0xFF
-        kept = memoryview(buf) if keep else None
-        del buf
+        kept = memoryview(buf) if row == "exported" else None
+        if row != "bound":
+            del buf
         loan.commit()
         with r.wait_view(timeout=5) as f:
             f.array[0, 0, 0]
-        del kept
+        buf = kept = None
     return (time.perf_counter() - t0) / frames
 
 
@@ -55,15 +60,13 @@ def run(sizes: List[str], rounds: int, frames: int) -> Dict[str, Dict[str, float
         w = framebus.create(name, shape=SIZES[size], dtype=np.uint8, slots=4)
         r = framebus.open(name)
         try:
-            _batch(w, r, 8, True)
-            _batch(w, r, 8, False)
-            samples: Dict[str, List[float]] = {"dropped": [], "kept": []}
+            for row in ROWS:
+                _batch(w, r, 8, row)
+            samples: Dict[str, List[float]] = {row: [] for row in ROWS}
             for _ in range(rounds):
-                for row in ("dropped", "kept"):
-                    samples[row].append(_batch(w, r, frames, row == "kept"))
-            med = {row: statistics.median(v) * 1e6 for row, v in samples.items()}
-            med["kept/dropped"] = med["kept"] / med["dropped"]
-            out[size] = med
+                for row in ROWS:
+                    samples[row].append(_batch(w, r, frames, row))
+            out[size] = {row: statistics.median(v) * 1e6 for row, v in samples.items()}
         finally:
             r.close()
             w.close()
@@ -80,9 +83,9 @@ def main() -> None:
     args = ap.parse_args()
     result = run(args.sizes, args.rounds, args.frames)
     print(f"framebus {framebus.__version__} from {os.path.dirname(framebus.__file__)}, {platform.machine()}, {os.cpu_count()} cores")
-    print(f"{'size':8} {'dropped us':>11} {'kept us':>9} {'kept/dropped':>13}")
+    print(f"{'size':8} " + " ".join(f"{row + ' us':>12}" for row in ROWS))
     for size, med in result.items():
-        print(f"{size:8} {med['dropped']:11.1f} {med['kept']:9.1f} {med['kept/dropped']:13.2f}")
+        print(f"{size:8} " + " ".join(f"{med[row]:12.1f}" for row in ROWS))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -143,7 +143,7 @@ r.close()
 """
 
 
-@pytest.mark.parametrize("alias", ["memoryview", "numpy view", "frombuffer"])
+@pytest.mark.parametrize("alias", ["memoryview", "numpy view", "frombuffer", "dlpack"])
 def test_writable_alias_made_during_the_loan_cannot_change_the_frame(name, alias):
     """A writable alias made while the loan was open keeps its writable flag (nothing can revoke
     it), but what it writes after the commit stays in the writing process's private copy of the
@@ -161,6 +161,7 @@ def test_writable_alias_made_during_the_loan_cannot_change_the_frame(name, alias
                 "memoryview": lambda: memoryview(buf).cast("B"),
                 "numpy view": lambda: buf.view(),
                 "frombuffer": lambda: np.frombuffer(memoryview(buf), np.uint8).reshape(3, 4096),
+                "dlpack": lambda: np.from_dlpack(buf),
             }[alias]()
         del buf
         assert not memoryview(stale).readonly  # the alias is still writable...

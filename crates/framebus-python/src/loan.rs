@@ -151,6 +151,19 @@ impl PyLoan {
             None => refs(value) > 1 || refs(holder.as_any()) > 2,
             Some(arrays) => refs(value) > 1 || arrays.iter().any(|a| refs(a) > 2) || refs(holder.as_any()) > 1 + arrays.len() as isize,
         });
+        // Whether something could still write the memory once the arrays are read-only: a
+        // NumPy view made from them (it references the holder), a buffer export ever made of
+        // one (memoryview, pipe(), readinto, np.frombuffer: NumPy keeps a record), or more than
+        // one reference besides the loan (a name and something else). One name bound to the
+        // array (the `with` target) is not: the array itself refuses writes after the end.
+        let may_write = exported.as_ref().is_some_and(|(value, holder)| match &dict_arrays {
+            None => refs(holder.as_any()) > 2 || refs(value) > 2 || (refs(value) == 2 && buffer_exported(py, value)),
+            Some(arrays) => {
+                refs(holder.as_any()) > 1 + arrays.len() as isize
+                    || refs(value) > 2
+                    || arrays.iter().any(|a| refs(a) > 3 || (refs(a) == 3 && buffer_exported(py, a)))
+            }
+        });
         let Some((value, holder)) = in_use else {
             return match how {
                 End::Commit => guard.commit(&self.values.info()).map(drop).map_err(|e| CoreError(e).into()),
@@ -166,7 +179,7 @@ impl PyLoan {
             unsafe { (*array.as_ptr().cast::<PyArrayObject>()).fields.flags &= !NPY_ARRAY_WRITEABLE };
         }
         let pin = match how {
-            End::Commit => guard.commit_pinned(&self.values.info()).map_err(CoreError)?,
+            End::Commit => guard.commit_pinned(&self.values.info(), may_write).map_err(CoreError)?,
             End::Abort => guard.abort_pinned(),
         };
         *holder.get().pin.lock().unwrap_or_else(|p| p.into_inner()) = Some(pin);
@@ -255,4 +268,26 @@ impl Drop for PyLoan {
             });
         }
     }
+}
+
+/// `PyArrayObject_fields` up to NumPy's `_buffer_info` (appended in NumPy 1.20): the record of
+/// the buffer exports (memoryview and the like) ever made of an array, freed with the array.
+#[repr(C)]
+struct ArrayWithBufferInfo {
+    array: PyArrayObject,
+    buffer_info: *mut std::ffi::c_void,
+}
+
+/// Whether a buffer of `array` (an ndarray a loan made) was ever exported. Assumes so where
+/// NumPy is too old to keep the record (before 1.20).
+fn buffer_exported(py: Python<'_>, array: &Py<PyAny>) -> bool {
+    const NPY_1_20_API_VERSION: u32 = 0x0000_000e;
+    // SAFETY: reads NumPy's C-API table (imported by rust-numpy) under the GIL.
+    if unsafe { numpy::npyffi::PY_ARRAY_API.PyArray_GetNDArrayCFeatureVersion(py) } < NPY_1_20_API_VERSION {
+        return true;
+    }
+    // SAFETY: `array` is a live base-class ndarray made by this module (not a subclass) and
+    // the running NumPy is 1.20 or newer, whose array struct has `_buffer_info` right after
+    // `weakreflist`; the GIL is held and the field is only read.
+    unsafe { !(*array.as_ptr().cast::<ArrayWithBufferInfo>()).buffer_info.is_null() }
 }

@@ -51,8 +51,9 @@ fn a_pinned_commit_keeps_its_slot_until_dropped() {
     let (_n, s) = stream("pinned", 2);
     let mut g = s.begin_loan(soon(), &mut || true).unwrap();
     g.payload_mut().fill(7);
-    let kept = g.commit_pinned(&FrameInfo::default()).unwrap();
+    let kept = g.commit_pinned(&FrameInfo::default(), false).unwrap();
     assert_eq!(kept.seq(), 1);
+    assert!(!kept.detached());
     // Slot A (kept, frame 1) is pinned; slot B takes frame 2; frame 3 has nowhere to go.
     assert_eq!(write(&s, 8).unwrap(), 2);
     assert!(matches!(write(&s, 9), Err(Error::Timeout { .. })));
@@ -71,7 +72,7 @@ fn writes_through_a_kept_loan_after_commit_stay_private() {
     let mut g = s.begin_loan(soon(), &mut || true).unwrap();
     g.payload_mut().fill(7);
     let alias = g.payload_ptr();
-    let kept = g.commit_pinned(&FrameInfo::default()).unwrap();
+    let kept = g.commit_pinned(&FrameInfo::default(), true).unwrap();
     assert!(kept.detached());
     // SAFETY: the slot's pages stay mapped (privately) while `kept` lives; this stands for a
     // stale writable NumPy view or memoryview of the loan's array.

@@ -438,14 +438,14 @@ impl WriteGuard<Arc<Stream>> {
     /// pipe, kept by the caller), so the ring never reuses the slot under them. The pin is set
     /// before the frame is published and the lock released, so no writer can claim the slot in
     /// between. On error the frame is discarded and nothing stays pinned.
-    /// The slot is detached in this handle's mapping (kept.rs): writes through memory of the
-    /// loan that survived it stay private to this process.
-    pub fn commit_pinned(mut self, info: &FrameInfo<'_>) -> Result<KeptSlot> {
+    /// With `detach`, the slot is also detached in this handle's mapping (kept.rs): writes
+    /// through memory of the loan that survived it stay private to this process.
+    pub fn commit_pinned(mut self, info: &FrameInfo<'_>, detach: bool) -> Result<KeptSlot> {
         let stream = Arc::clone(&self.stream);
         stream.pin_own_claim(self.slot);
         let slot = self.slot;
         match self.publish(info) {
-            Ok(seq) => Ok(KeptSlot::new(Pinned::new(stream, slot, seq), true)),
+            Ok(seq) => Ok(KeptSlot::new(Pinned::new(stream, slot, seq), detach)),
             Err(e) => {
                 drop(self);
                 stream.unpin(slot);
