@@ -54,11 +54,11 @@ def cells(stream: Dict[str, Any]) -> List[List[str]]:
         who = f"  {r['mode']} {r['role']}" + (f" {r['label']}" if r["label"] else "")
         if r["mode"] == "lossless":
             behind = f"caused {r['writer_waits']}"
-        elif r["role"] == "writer":
+        elif r["writes"]:
             behind = ""
         else:
             behind = f"missed {r['missed']}"
-        lag = "" if r["role"] == "writer" else f"lag {r['lag_frames']} ({_ms(r['lag_ms'])} ms)"
+        lag = "" if r["writes"] else f"lag {r['lag_frames']} ({_ms(r['lag_ms'])} ms)"
         pins = f"{r['pinned_slots']}, {r['pinned_for_s']:.1f} s" if r["pinned_slots"] and r["pinned_for_s"] is not None else str(r["pinned_slots"])
         pid = f"pid {r['pid']}" + ("" if r["alive"] else " dead")
         out.append([who, pid, f"{r['read_fps']:,.1f}", "", lag, behind, pins])
@@ -174,10 +174,13 @@ def live(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..monitor import document
+    from ._args import positive
 
+    positive(args.interval, "--interval")
     if args.json or args.once:
         doc = document(args.names or None, args.interval)
         if args.json:
+            doc["streams"] = selected(doc["streams"], args.sort, args.filter)
             print(json.dumps(doc, indent=2))
             return 0
         try:
