@@ -106,3 +106,36 @@ def test_raw_frames_are_validated_before_they_are_written():
             s._write_raw(raw[:100])
         assert s.write_sequence == 2
         s.unlink()
+
+
+def test_a_codec_crosses_the_bridge_and_the_subscriber_is_shown_as_a_writer():
+    """Byte payloads keep their codec across the bridge (it travels in the frame table), and
+    the subscriber's handle on its stream ("bridge in") writes: monitors give it no lag (it
+    showed the stream's whole sequence as lag and came first in ``top --sort lag``)."""
+    from framebus.monitor import document
+
+    tag = f"t-vcodec-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    src_name, dst_name = f"{tag}-src", f"{tag}-dst"
+    packets = [(b"\x00\x00\x00\x01\x67" + bytes([i]) * (10 + i), "h264" if i % 2 else "hevc") for i in range(6)]
+    with framebus.create(src_name, capacity="64KiB") as src:
+        pub = net.publish(src_name, "tcp://127.0.0.1:*", mode="lossless")
+        sub = net.subscribe(pub.endpoint, dst_name, timeout=BOUND)
+        try:
+            with framebus.open(dst_name, mode="lossless") as dst:
+                t = threading.Thread(target=lambda: [src.write(p, codec=c, timeout=BOUND) for p, c in packets])
+                t.start()
+                for data, codec in packets:
+                    with dst.wait_view(BOUND) as f:
+                        assert f.is_bytes and bytes(f.array) == data and f.codec == codec
+                t.join(BOUND)
+                (s,) = document([dst_name], interval=0.05)["streams"]
+                assert s["latest_seq"] == len(packets)
+                (bridge,) = [r for r in s["readers"] if r["role"] == "bridge in"]
+                assert bridge["writes"] and bridge["lag_frames"] == 0 and bridge["label"].startswith("<- tcp://")
+                (reader,) = [r for r in s["readers"] if r["mode"] == "lossless" and not r["writes"]]
+                assert reader["lag_frames"] == 0
+        finally:
+            sub.stop()
+            pub.stop()
+            src.unlink()
+    assert not os.path.exists(f"/dev/shm/framebus.{dst_name}")

@@ -3,6 +3,7 @@ an array that already matches a stream's spec never comes here)."""
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, List, Mapping, Sequence, Tuple, Union
 
@@ -131,11 +132,13 @@ def parse_capacity(capacity: Any) -> int:
         try:
             value = float(digits)
         except ValueError:
-            value = -1.0
-        if unit not in _UNITS or value != value or value <= 0:
+            value = math.nan
+        if unit not in _UNITS or not math.isfinite(value):
             raise InvalidArgumentError(
                 f"capacity {capacity!r} is not a size; give bytes as an int or a string such as '32MiB', '500kB', '1GiB'"
             )
+        if value <= 0:
+            raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity!r}")
         capacity = int(value * _UNITS[unit])
     elif isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)):
         raise TypeError(f"capacity must be an int of bytes or a string such as '32MiB', got {capacity!r}")

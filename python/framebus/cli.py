@@ -53,10 +53,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    from .commands._args import UsageError
     from .errors import FramebusError
 
     try:
         return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"framebus {args.command}: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _native
@@ -81,7 +82,50 @@ def stat(name: str) -> StreamInfo:
     return info
 
 
-def gc(*, dry_run: bool = False) -> List[str]:
+def gc(*, dry_run: bool = False, unreadable: bool = False) -> List[str]:
     """Removes stale streams (creator dead and no live process attached, or never initialised
-    by a creator that died) and returns their names. Live streams are never removed."""
-    return list(_native.gc(dry_run=dry_run))
+    by a creator that died) and returns their names, sorted. Live streams are never removed.
+
+    A segment this framebus cannot read (another layout version, a damaged header) is left
+    alone: its reader table cannot be read, so "nobody attached" cannot be established. With
+    ``unreadable=True`` such a segment is removed too when its creator is dead (the creator's
+    pid and start time sit at the same header offsets in every layout version) and no process
+    this user can inspect maps it (``/proc/*/maps``); processes of other users cannot be
+    inspected, so use it when you know that no older or newer framebus still uses it."""
+    removed = set(_native.gc(dry_run=dry_run))
+    if unreadable:
+        for info in list_streams():
+            if str(info) in removed or not dead_unreadable(info) or mapped_by(info.path)[0]:
+                continue
+            try:
+                if not dry_run:
+                    _native.unlink(str(info))
+            except FileNotFoundError:
+                continue
+            removed.add(str(info))
+    return sorted(removed)
+
+
+def dead_unreadable(info: StreamInfo) -> bool:
+    """Whether ``info`` is a segment this framebus cannot read whose creator is dead."""
+    return bool(info.problem) and info.creator_pid != 0 and not info.creator_alive
+
+
+def mapped_by(path: str) -> Tuple[List[int], int]:
+    """(pids of the processes that map the file ``path``, how many processes could not be
+    inspected): ``/proc/PID/maps`` of another user's process, or of one with more privileges,
+    cannot be read."""
+    out: List[int] = []
+    hidden = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps", encoding="utf-8", errors="replace") as f:
+                if any(line.rstrip("\n").endswith(" " + path) for line in f):
+                    out.append(int(entry))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        except PermissionError:
+            hidden += 1
+    return out, hidden

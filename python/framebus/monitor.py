@@ -10,7 +10,12 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _native
 from .info import StreamInfo, list_streams, stat
 
-__all__ = ["snapshot", "measure", "document"]
+__all__ = ["snapshot", "measure", "document", "WRITING_ROLES"]
+
+#: Roles of handles that write the stream rather than read it: a handle that took the write
+#: lock ("writer", set by the ring), a bridge subscriber ("bridge in") and ``framebus play``.
+#: They consume nothing, so they have no lag (their ``consumed`` stays 0).
+WRITING_ROLES = frozenset({"writer", "bridge in", "play"})
 
 
 def snapshot(name: str) -> Dict[str, Any]:
@@ -34,8 +39,9 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
     readers = []
     for r in after["readers"]:
         prev = old.get((r["entry"], r["pid"]), r)
-        # A writer's own handle and a closed one read nothing: no lag to speak of.
-        lag = max(0, latest - r["consumed"]) if r["mode"] != "closed" and r["role"] != "writer" else 0
+        # A handle that writes and a closed one read nothing: no lag to speak of.
+        writes = r["role"] in WRITING_ROLES
+        lag = max(0, latest - r["consumed"]) if r["mode"] != "closed" and not writes else 0
         since = r["pinned_since_ns"]
         readers.append(
             {
@@ -44,6 +50,7 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
                 "mode": r["mode"],
                 "role": r["role"],
                 "label": r["label"],
+                "writes": writes,
                 "read_fps": _rate(r["reads"], prev["reads"], seconds),
                 "reads": r["reads"],
                 "lag_frames": lag,
@@ -100,7 +107,8 @@ def document(names: Optional[Iterable[str]] = None, interval: float = 1.0) -> Di
     """What ``framebus top --once --json`` prints: ``{"interval_s", "streams": [{"name",
     "writer_pid", "writer_alive", "write_fps", "write_mbps", "latest_seq", "frames_written",
     "write_waits", "write_wait_ms_per_s", "ended", "readers": [{"pid", "mode", "role", "label",
-    "read_fps", "lag_frames", "lag_ms", "missed", "writer_waits", "pinned_slots",
+    "writes", "read_fps", "lag_frames", "lag_ms", "missed", "writer_waits", "pinned_slots",
     "pinned_for_s", ...}]}]}``. Rates are over ``interval`` seconds; ``lag_ms`` is the lag in
-    frames at the writer's current rate (None when the writer is idle and the reader behind)."""
+    frames at the writer's current rate (None when the writer is idle and the reader behind).
+    ``writes`` is true for handles of a writing role (:data:`WRITING_ROLES`): their lag is 0."""
     return {"interval_s": interval, "streams": measure(names, interval)}

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _native
 from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
-from .errors import InvalidArgumentError, StreamNotFoundError, StreamPermissionError
+from .errors import InvalidArgumentError, StreamClosedError, StreamNotFoundError, StreamPermissionError
 
 __all__ = ["Stream", "Publication", "create", "open", "unlink"]
 
@@ -186,11 +186,13 @@ class Stream(_native.Stream):
 
     def unlink(self) -> None:  # type: ignore[override]
         """Removes the stream's name and closes this handle. Other handles keep working until
-        they close. A newer stream created under the same name is left alone."""
+        they close. A newer stream created under the same name is left alone. Raises
+        StreamClosedError on a closed handle (``framebus.unlink(name)`` removes a stream by name)."""
         if self._readonly:
             raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot unlink it")
-        if not self.closed:
-            super().unlink()
+        if self.closed:
+            raise StreamClosedError(f"this handle on stream {self.name!r} is closed, so it cannot unlink it; remove the stream by name with framebus.unlink({self.name!r})")
+        super().unlink()
         self.close()
 
     def delete(self) -> None:

@@ -1,8 +1,9 @@
 """``framebus doctor``: checks this machine for what framebus needs and says the exact fix for
 each problem: /dev/shm's size and free space against the streams you plan (``--plan``) or have
 (``--stream``), containers with Docker's default 64 MiB /dev/shm, permissions and umask, futex
-and robust-list support, FFmpeg, pyzmq, openfilter, the CUDA driver and CUDA IPC, and stale
-segments. Exit status 0 when nothing would fail, 1 when something would."""
+and robust-list support, FFmpeg, pyzmq, openfilter, the CUDA driver (found, version, devices;
+CUDA IPC is not probed), stale segments and segments this framebus cannot read. Exit status 0
+when nothing would fail, 1 when something would."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 HELP = "check the machine (/dev/shm, containers, permissions, futex, FFmpeg, CUDA, stale streams) and say the fix"
 
@@ -34,40 +35,72 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="a stream you plan, as HxWxC:dtype[:slots=N] (e.g. 1080x1920x3:uint8:slots=4); repeatable",
+        help="a stream you plan, as HxWxC:dtype[:slots=N] (e.g. 1080x1920x3:uint8:slots=4) or capacity=SIZE[:slots=N] for a variable-shape stream (e.g. capacity=32MiB:slots=4); repeatable",
     )
     p.add_argument("--stream", action="append", default=[], metavar="NAME", help="an existing stream to account for; repeatable")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
 
-def parse_plan(text: str) -> Tuple[Tuple[int, ...], str, int]:
-    """(shape, dtype, slots) of a ``--plan`` value; ValueError saying the form when it is wrong."""
-    import numpy as np
+PLAN_FORMS = "HxWxC[:dtype][:slots=N] (e.g. 1080x1920x3:uint8:slots=4) or, for a variable-shape stream, capacity=SIZE[:slots=N] (e.g. capacity=32MiB:slots=4)"
 
-    parts = text.split(":")
+
+@dataclass(frozen=True)
+class Plan:
+    """A stream planned with ``--plan``: a fixed shape and dtype, or a capacity (``shape`` is
+    then ``(capacity,)`` and ``dtype`` ``|u1``)."""
+
+    shape: Tuple[int, ...]
+    dtype: str
+    slots: int
+    variable: bool = False
+
+
+def parse_plan(text: str) -> Plan:
+    """The stream a ``--plan`` value describes, checked with the limits of ``framebus.create``
+    (dimensions, dtypes, slots 2..64, a positive capacity); ValueError naming the problem."""
+    from framebus._convert import normalize_dtype, normalize_shape, parse_capacity
+
+    shape: Tuple[int, ...]
+    head, *rest = text.split(":")
+    size = head[len("capacity="):] if head.lower().startswith("capacity=") else None
+    if size is None and head and head[-1:].isalpha() and "x" not in head.lower():
+        size = head  # "32MiB": a capacity without the key
     try:
-        shape = tuple(int(d) for d in parts[0].lower().split("x"))
-        dtype = np.dtype(parts[1] if len(parts) > 1 and parts[1] else "uint8").str
+        if size is not None:
+            shape, dtype, variable = (parse_capacity(size),), "|u1", True
+        else:
+            try:
+                dims = [int(d) for d in head.lower().split("x")]
+            except ValueError:
+                raise ValueError(f"{head!r} is neither a shape HxWxC nor capacity=SIZE") from None
+            shape, variable = normalize_shape(dims), False
+            dtype = normalize_dtype((rest.pop(0) if rest and "=" not in rest[0] else "") or "uint8").str
         slots = 4
-        for extra in parts[2:]:
-            key, _, value = extra.partition("=")
-            if key != "slots":
-                raise ValueError(extra)
-            slots = int(value)
+        for extra in rest:
+            key, eq, value = extra.partition("=")
+            if key != "slots" or not eq:
+                raise ValueError(f"{extra!r} is not slots=N" + (" (a variable-shape stream takes no dtype)" if variable and not eq else ""))
+            try:
+                slots = int(value)
+            except ValueError:
+                raise ValueError(f"slots={value!r} is not a number") from None
+            if not 2 <= slots <= 64:
+                raise ValueError(f"slots must be between 2 and 64, got {slots}")
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"--plan {text!r} is not HxWxC:dtype[:slots=N], e.g. 1080x1920x3:uint8:slots=4 ({exc})") from None
-    return shape, dtype, slots
+        raise ValueError(f"--plan {text!r}: {exc}; the forms are {PLAN_FORMS}") from None
+    return Plan(shape, dtype, slots, variable)
 
 
-def planned_bytes(shape: Tuple[int, ...], dtype: str, slots: int) -> int:
-    """The segment size framebus would allocate (header, tables, page-aligned slots)."""
+def planned_bytes(plan: Plan) -> int:
+    """The segment size framebus would allocate (header, tables, page-aligned slots; a
+    variable-shape stream's slot holds the frame table's page and the capacity)."""
     import numpy as np
 
     page = 4096
-    frame = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    frame = int(np.prod(plan.shape, dtype=object)) * np.dtype(plan.dtype).itemsize + (page if plan.variable else 0)
     stride = (frame + 256 + page - 1) // page * page
-    control = (448 + 64 * 128 + slots * 192 + page - 1) // page * page
-    return control + slots * stride
+    control = (448 + 64 * 128 + plan.slots * 192 + page - 1) // page * page
+    return control + plan.slots * stride
 
 
 def human(n: float) -> str:
@@ -119,11 +152,12 @@ def check_shm(plans: List[Tuple[str, int]]) -> List[Check]:
             out.append(Check("planned streams", "ok", f"need {human(need)} ({listing}), {human(free)} free"))
     if runtime:
         if size <= DOCKER_DEFAULT:
+            which = "Docker's default 64 MiB" if size == DOCKER_DEFAULT else f"a {human(size)}"
             out.append(
                 Check(
                     "container",
                     "warn",
-                    f"running in a container ({runtime}) with the default {human(size)} /dev/shm: one 4-slot 1080p RGB stream needs 24 MiB",
+                    f"running in a container ({runtime}) with {which} /dev/shm: one 4-slot 1080p RGB stream needs 24 MiB",
                     "start it with `--shm-size=1g` (Docker/Podman) or `--ipc=host` to share the host's; "
                     "Kubernetes: mount an `emptyDir: {medium: Memory, sizeLimit: 1Gi}` volume at /dev/shm",
                 )
@@ -170,15 +204,31 @@ def check_futex() -> List[Check]:
         out.append(Check("futex", "ok", "a reader blocked in read_new() was woken by a write" if got.sum() == 8 else "unexpected frame"))
     except Exception as exc:  # noqa: BLE001 - the doctor reports anything
         out.append(Check("futex", "fail", f"a blocking read failed: {exc}", "framebus needs Linux futexes (any Linux 2.6+); report this with `framebus doctor --json`"))
+    return out + check_robust_list()
+
+
+#: get_robust_list's system call number per architecture (the numbers differ: 274 on aarch64
+#: is sched_setattr). Other architectures are not checked rather than risk a wrong call.
+GET_ROBUST_LIST = {"x86_64": 274, "aarch64": 100}
+
+
+def check_robust_list(machine: Optional[str] = None, libc: Any = None) -> List[Check]:
+    """Asks the kernel for this thread's robust futex list (get_robust_list), with the system
+    call number of this machine's architecture."""
+    machine = machine or os.uname().machine
+    number = GET_ROBUST_LIST.get(machine)
+    if number is None:
+        return [Check("robust list", "info", f"not checked on {machine} (framebus knows get_robust_list's number only on {', '.join(GET_ROBUST_LIST)})")]
+    why = "framebus detects dead lock holders by pid and start time, so this only matters to other libraries"
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = libc or ctypes.CDLL(None, use_errno=True)
         head, size = ctypes.c_void_p(), ctypes.c_size_t()
-        rc = libc.syscall(274, 0, ctypes.byref(head), ctypes.byref(size))  # get_robust_list (x86-64)
-        ok = rc == 0 or os.uname().machine != "x86_64"
-        out.append(Check("robust list", "ok" if ok else "warn", "get_robust_list works" if rc == 0 else f"get_robust_list returned {rc}", "" if ok else "framebus detects dead lock holders by pid and start time, so this only matters to other libraries"))
+        rc = libc.syscall(number, 0, ctypes.byref(head), ctypes.byref(size))
     except OSError as exc:
-        out.append(Check("robust list", "warn", f"could not ask: {exc}"))
-    return out
+        return [Check("robust list", "warn", f"could not ask: {exc}", why)]
+    if rc == 0:
+        return [Check("robust list", "ok", f"get_robust_list (system call {number} on {machine}) works")]
+    return [Check("robust list", "warn", f"get_robust_list (system call {number} on {machine}) returned {rc} (errno {ctypes.get_errno()})", why)]
 
 
 def check_tools() -> List[Check]:
@@ -198,25 +248,69 @@ def check_tools() -> List[Check]:
     return out
 
 
-def check_cuda() -> List[Check]:
+def load_cuda() -> Any:
+    """The CUDA driver library (libcuda.so.1); OSError when there is none."""
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def check_cuda(load: Any = load_cuda) -> List[Check]:
+    """What the CUDA driver says: whether it loads, its version and its device count. Only for
+    information: framebus has no GPU streams yet, and CUDA IPC is not probed (it would need a
+    device allocation exported to another process), so it is never claimed to work."""
+    later = "framebus has no GPU streams yet (CPU streams only); CUDA IPC was not probed"
     try:
-        cuda = ctypes.CDLL("libcuda.so.1")
+        cuda = load()
     except OSError:
-        return [Check("CUDA", "info", "no CUDA driver (libcuda.so.1): GPU streams unavailable; CPU streams unaffected", "install the NVIDIA driver (and run containers with `--gpus all`) for GPU streams")]
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-        return [Check("CUDA", "warn", "the CUDA driver loads but reports no usable device", "check `nvidia-smi`; in containers pass `--gpus all`")]
-    ipc = "CUDA IPC needs the processes to share the IPC namespace in containers (`--ipc=host`)" if in_container() else "CUDA IPC available between processes of this machine"
-    return [Check("CUDA", "ok", f"{count.value} device(s); {ipc}")]
+        return [Check("CUDA", "info", f"no CUDA driver (libcuda.so.1 not found); {later}")]
+    version, count = ctypes.c_int(0), ctypes.c_int(0)
+    rc = cuda.cuInit(0)
+    if rc != 0:
+        return [Check("CUDA", "info", f"libcuda.so.1 found, but cuInit failed (CUresult {rc}); {later}", "check `nvidia-smi`; in containers pass `--gpus all`")]
+    driver = f"driver {version.value // 1000}.{version.value % 1000 // 10}" if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0 else "driver version unknown"
+    rc = cuda.cuDeviceGetCount(ctypes.byref(count))
+    devices = f"{count.value} device(s)" if rc == 0 else f"cuDeviceGetCount failed (CUresult {rc})"
+    return [Check("CUDA", "info", f"libcuda.so.1 found, {driver} (CUDA API), {devices}; {later}")]
+
+
+def _names(names: List[str]) -> str:
+    return ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
 
 
 def check_stale() -> List[Check]:
+    """Stale streams (``framebus gc`` would remove them), and segments this framebus cannot
+    read that are not stale (their creator lives, or someone maps them)."""
     import framebus
+    from framebus.info import dead_unreadable, mapped_by
 
     stale = framebus.gc(dry_run=True)
+    out = []
     if stale:
-        return [Check("stale streams", "warn", f"{len(stale)} left by processes that died: {', '.join(stale[:5])}{' ...' if len(stale) > 5 else ''}", "`framebus gc` removes them (never a live stream)")]
-    return [Check("stale streams", "ok", "none")]
+        out.append(Check("stale streams", "warn", f"{len(stale)} left by processes that died: {_names(stale)}", "`framebus gc` removes them (never a live stream)"))
+    else:
+        out.append(Check("stale streams", "ok", "none"))
+    unreadable = [i for i in framebus.list_streams() if i.problem and str(i) not in stale]
+    left = [i for i in unreadable if dead_unreadable(i) and not mapped_by(i.path)[0]]
+    used = [i for i in unreadable if i not in left]
+    if left:
+        out.append(
+            Check(
+                "stale unreadable streams",
+                "warn",
+                f"{len(left)} this framebus cannot read, left by processes that died, mapped by no process this user can see: "
+                f"{_names([str(i) for i in left])} ({left[0]}: {left[0].problem})",
+                "`framebus gc --unreadable` removes them; do it when no framebus of another version still uses them",
+            )
+        )
+    if used:
+        out.append(
+            Check(
+                "unreadable streams",
+                "warn",
+                f"{len(used)} this framebus cannot read, still in use: {_names([str(i) for i in used])} ({used[0]}: {used[0].problem})",
+                "use them with the framebus version that created them; once their creator is dead and nothing maps them, `framebus gc --unreadable` removes them",
+            )
+        )
+    return out
 
 
 def check_copy() -> List[Check]:
@@ -229,20 +323,36 @@ def check_copy() -> List[Check]:
         return [Check("copy", "info", "memcpy below 4 MiB, non-temporal (streaming) stores from 4 MiB on x86-64")]
 
 
-def run_checks(plans: List[str], streams: List[str]) -> List[Check]:
+def check_stream(name: str) -> Check:
+    """One stream named with ``--stream``: it exists, this user may open it, and this framebus
+    can read it (its layout version, an undamaged header)."""
     import framebus
+    from framebus.cli import error_text
+    from framebus.info import dead_unreadable, mapped_by
 
+    what = f"stream {name}"
+    try:
+        info = framebus.stat(name)
+    except FileNotFoundError:
+        return Check(what, "fail", "does not exist", "create it first (or check the name with `framebus ls`)")
+    except PermissionError as exc:
+        return Check(what, "fail", f"this user may not open it: {error_text(exc)}", "run as the stream's owner, or have it created with mode=0o660 and a group both users are in")
+    if info.problem:
+        if dead_unreadable(info) and not mapped_by(info.path)[0]:
+            fix = "its creator is dead and no process this user can see maps it: `framebus gc --unreadable` removes it"
+        else:
+            fix = "open it with the framebus version that created it, or recreate it once its users have stopped"
+        return Check(what, "fail", f"unreadable: {info.problem}", fix)
+    return Check(what, "ok", f"exists, {human(info.total_bytes)} (already allocated)")
+
+
+def run_checks(plans: List[str], streams: List[str]) -> List[Check]:
     planned = []
     for text in plans:
-        shape, dtype, slots = parse_plan(text)
-        planned.append((text, planned_bytes(shape, dtype, slots)))
+        planned.append((text, planned_bytes(parse_plan(text))))
     checks = []
     for name in streams:
-        try:
-            info = framebus.stat(name)
-            checks.append(Check(f"stream {name}", "ok", f"exists, {human(info.total_bytes)} (already allocated)"))
-        except FileNotFoundError:
-            checks.append(Check(f"stream {name}", "fail", "does not exist", "create it first (or check the name with `framebus ls`)"))
+        checks.append(check_stream(name))
     return check_shm(planned) + checks + check_permissions() + check_futex() + check_tools() + check_cuda() + check_stale() + check_copy()
 
 

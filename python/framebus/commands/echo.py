@@ -1,16 +1,24 @@
 """``framebus echo NAME``: one frame of a stream, like ``ros2 topic echo``: its header
-(sequence, frame id, time and age, shape, dtype, metadata) and a short summary of the array.
-It views the newest frame (zero-copy, pinned only while it prints) as a latest-mode handle
-tagged "monitor"; ``--new`` waits for the next frame instead; ``--count`` prints several."""
+(sequence, frame id, time and age, metadata) and what it holds: one array (shape, dtype and a
+short summary), several named arrays (the same for each), or a byte payload (its length, codec
+and first bytes). It views the newest frame (zero-copy, pinned only while it prints) as a
+latest-mode handle tagged "monitor"; ``--new`` waits for the next frame instead; ``--count``
+prints several. ``--json`` prints strict JSON for every dtype (complex numbers as [re, im],
+NaN and infinities as the strings "nan", "inf", "-inf")."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List, Set
 
-HELP = "print a frame's header (seq, id, time, age, shape, dtype, meta) and an array summary"
+HELP = "print a frame's header (seq, id, time, age, meta) and its arrays (shape, dtype, summary) or bytes"
+
+#: Values shown per array, bytes shown of a byte payload.
+FIRST = 8
+HEAD = 16
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,24 +29,103 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per frame")
 
 
-def describe(frame: Any) -> Dict[str, Any]:
+def json_value(v: Any) -> Any:
+    """A NumPy or Python scalar as a value ``json.dumps(allow_nan=False)`` accepts: complex as
+    [re, im], NaN and infinities as "nan"/"inf"/"-inf", bools and ints as they are."""
+    if isinstance(v, complex):
+        return [json_value(v.real), json_value(v.imag)]
+    if isinstance(v, float):
+        return v if math.isfinite(v) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, (bool, int, str)) or v is None:
+        return v
+    return json_value(v.item()) if hasattr(v, "item") else str(v)
+
+
+def byte_parts(frame: Any) -> Set[str]:
+    """Names of the arrays of a dict frame that were written as bytes: the BYTES flag of their
+    entry in the frame table (docs/layout.md, "Frame table"), read from the pinned frame."""
     import numpy as np
 
-    arr = np.asarray(frame.array)
+    raw = frame._raw
+    if len(raw) < 128 or bytes(raw[:4]) != b"FBT1":
+        return set()
+    count = int(np.frombuffer(raw[4:8], np.uint32)[0])
+    out = set()
+    for i in range(count):
+        entry = raw[128 + 128 * i : 256 + 128 * i]
+        if len(entry) == 128 and int(np.frombuffer(entry[44:48], np.uint32)[0]) & 1:
+            out.add(bytes(entry[:32]).rstrip(b"\0").decode("utf-8", "replace"))
+    return out
+
+
+def payload(data: Any, codec: Any) -> Dict[str, Any]:
+    """A byte payload: its length, codec and first bytes in hex."""
+    head = bytes(memoryview(data)[:HEAD])
+    return {"kind": "bytes", "length": len(memoryview(data)), "codec": codec, "head": head.hex(" ")}
+
+
+def summary(arr: Any) -> Dict[str, Any]:
+    """One array: shape, dtype, min/max/mean of real numbers, the first values."""
+    import numpy as np
+
+    out: Dict[str, Any] = {"kind": "array", "shape": list(arr.shape), "dtype": str(arr.dtype)}
+    if arr.size and arr.dtype.kind in "biuf":
+        with np.errstate(all="ignore"):
+            out.update(min=json_value(float(arr.min())), max=json_value(float(arr.max())), mean=json_value(float(arr.mean(dtype=np.float64))))
+    out["first"] = [json_value(v) for v in arr.reshape(-1)[:FIRST]]
+    return out
+
+
+def describe(frame: Any) -> Dict[str, Any]:
+    """What echo prints of one frame: the header, then ``kind`` "array" (with the array's
+    fields at the top level), "bytes" (``length``, ``codec``, ``head``) or "arrays" (a list of
+    ``{"name", ...}`` entries, one per named array, each an array or bytes)."""
+    import numpy as np
+
     meta = frame.meta
     out: Dict[str, Any] = {
         "seq": frame.seq,
         "frame_id": frame.frame_id,
         "timestamp": frame.timestamp,
         "age_ms": (time.time() - frame.timestamp) * 1e3,
-        "shape": list(arr.shape),
-        "dtype": str(arr.dtype),
         "meta": meta.decode("utf-8", "replace") if meta else "",
     }
-    if arr.size and arr.dtype.kind in "biuf":
-        out.update(min=float(arr.min()), max=float(arr.max()), mean=float(arr.mean(dtype=np.float64)))
-    out["first"] = [v.item() for v in arr.reshape(-1)[:8]]
+    if frame.names is not None:
+        flagged = byte_parts(frame)
+        arrays: List[Dict[str, Any]] = []
+        for name, arr in frame.arrays.items():
+            arrays.append({"name": name, **(payload(arr, None) if name in flagged else summary(arr))})
+        out.update(kind="arrays", shape=None, dtype=None, arrays=arrays)
+    elif frame.is_bytes:
+        out.update(payload(frame.array, frame.codec))
+    else:
+        out.update(summary(np.asarray(frame.array)))
     return out
+
+
+def _num(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _line(d: Dict[str, Any]) -> str:
+    """One array or byte payload in a line."""
+    if d["kind"] == "bytes":
+        return f"bytes: {d['length']}" + (f" (codec {d['codec']})" if d["codec"] else "") + f"  head: {d['head'] or '-'}"
+    text = f"shape: {tuple(d['shape'])}  dtype: {d['dtype']}"
+    if "mean" in d:
+        text += "".join(f"  {k}: {_num(d[k])}" for k in ("min", "max", "mean"))
+    return text + f"  first: {d['first']}"
+
+
+def text(d: Dict[str, Any]) -> str:
+    """The frame as echo prints it without --json."""
+    lines = [f"seq: {d['seq']}", f"frame_id: {d['frame_id']}", f"timestamp: {d['timestamp']:.6f} (age {d['age_ms']:.1f} ms)", f"meta: {d['meta']!r}"]
+    if d["kind"] == "arrays":
+        lines.append(f"arrays: {len(d['arrays'])}")
+        lines += [f"  {a['name']}: {_line(a)}" for a in d["arrays"]]
+    else:
+        lines.append(_line(d))
+    return "\n".join(lines) + "\n---"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,14 +138,7 @@ def run(args: argparse.Namespace) -> int:
             frame = s.wait_view(args.timeout) if (args.new or i > 0) else s.view(args.timeout)
             with frame:
                 d = describe(frame)
-            if args.json:
-                print(json.dumps(d))
-                continue
-            print(f"seq: {d['seq']}\nframe_id: {d['frame_id']}\ntimestamp: {d['timestamp']:.6f} (age {d['age_ms']:.1f} ms)")
-            print(f"shape: {tuple(d['shape'])}\ndtype: {d['dtype']}\nmeta: {d['meta']!r}")
-            if "mean" in d:
-                print(f"min: {d['min']:g}  max: {d['max']:g}  mean: {d['mean']:g}")
-            print(f"first values: {d['first']}\n---")
+            print(json.dumps(d, allow_nan=False) if args.json else text(d))
     finally:
         s.close()
     return 0

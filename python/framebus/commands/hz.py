@@ -1,14 +1,17 @@
 """``framebus hz NAME``: the rate a stream is written at, like ``ros2 topic hz``: every
 ``--every`` seconds the average rate and the min/max/standard deviation of the intervals
 between frames (from the writer's own timestamps). It watches as a latest-mode handle tagged
-"monitor": it never holds the writer back and pins nothing."""
+"monitor": it never holds the writer back and pins nothing. It stops (exit status 1) when the
+stream is unlinked or replaced by a new stream of the same name, and says which."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
+from typing import Optional, Tuple
 
 HELP = "print the rate a stream is written at (average, min/max/std of intervals), until Ctrl-C"
 
@@ -20,10 +23,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=0, metavar="K", help="stop after K reports (default: until Ctrl-C)")
 
 
+def segment(path: str) -> Optional[Tuple[int, int]]:
+    """Identity of the file at ``path`` (device, inode); None once it is gone."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def run(args: argparse.Namespace) -> int:
     import framebus
 
-    s = framebus.open(args.name)
+    from ._args import at_least, positive
+
+    positive(args.every, "--every")
+    at_least(args.window, 1, "--window")
+    at_least(args.count, 0, "--count")
+    path = framebus.stat(args.name).path
+    while True:  # the segment this handle maps: the same file before and after the open
+        before = segment(path)
+        s = framebus.open(args.name)
+        if segment(path) == before:
+            break
+        s.close()
     s.set_role("monitor", "hz")
     intervals: list = []
     last = (s.write_sequence, s.write_time)
@@ -48,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
                 last = (seq, t)
                 fresh = True
             if time.monotonic() >= next_report:
+                now = segment(path)
+                if now != before:
+                    what = "was unlinked" if now is None else "was replaced by a new stream of the same name"
+                    print(f"framebus hz: stream {args.name!r} {what}; run hz again to watch {'it' if now is None else 'the new one'}", file=sys.stderr)
+                    return 1
                 reports += 1
                 next_report += args.every
                 if not fresh or not intervals:

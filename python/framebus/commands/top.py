@@ -43,9 +43,16 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def gone(name: str) -> Dict[str, Any]:
+    """The entry of a stream named on the command line that no longer exists (live view)."""
+    return {"name": name, "gone": True, "write_fps": 0.0, "readers": []}
+
+
 def cells(stream: Dict[str, Any]) -> List[List[str]]:
     """The table rows of one stream: the stream's own row (its writer), then one row per
     attached handle, indented."""
+    if stream.get("gone"):
+        return [[stream["name"], "gone: no such stream (shown again if it comes back)", "", "", "", "", ""]]
     writer = f"writer {stream['writer_pid']} " + ("alive" if stream["writer_alive"] else "gone") if stream["writer_pid"] else "no writer yet"
     if stream["ended"]:
         writer += ", ended"
@@ -54,11 +61,11 @@ def cells(stream: Dict[str, Any]) -> List[List[str]]:
         who = f"  {r['mode']} {r['role']}" + (f" {r['label']}" if r["label"] else "")
         if r["mode"] == "lossless":
             behind = f"caused {r['writer_waits']}"
-        elif r["role"] == "writer":
+        elif r["writes"]:
             behind = ""
         else:
             behind = f"missed {r['missed']}"
-        lag = "" if r["role"] == "writer" else f"lag {r['lag_frames']} ({_ms(r['lag_ms'])} ms)"
+        lag = "" if r["writes"] else f"lag {r['lag_frames']} ({_ms(r['lag_ms'])} ms)"
         pins = f"{r['pinned_slots']}, {r['pinned_for_s']:.1f} s" if r["pinned_slots"] and r["pinned_for_s"] is not None else str(r["pinned_slots"])
         pid = f"pid {r['pid']}" + ("" if r["alive"] else " dead")
         out.append([who, pid, f"{r['read_fps']:,.1f}", "", lag, behind, pins])
@@ -142,7 +149,14 @@ def live(args: argparse.Namespace) -> int:
     state = Keys(args.sort, args.filter)
 
     def sample() -> Dict[str, Any]:
-        infos = [stat(n) for n in args.names] if args.names else [i for i in list_streams() if not i.problem]
+        infos = []
+        for n in args.names:
+            try:
+                infos.append(stat(n))
+            except (OSError, ValueError):  # gone since: shown as gone until it comes back
+                continue
+        if not args.names:
+            infos = [i for i in list_streams() if not i.problem]
         out = {}
         for info in infos:
             try:
@@ -151,6 +165,8 @@ def live(args: argparse.Namespace) -> int:
                 continue
         return out
 
+    for n in args.names:
+        stat(n)  # a name that does not exist at the start: exit 1 (cli.py)
     console = Console()
     before = sample()
     streams: List[Dict[str, Any]] = []
@@ -167,6 +183,7 @@ def live(args: argparse.Namespace) -> int:
                     view.update(table(streams, state.sort, state.text if state.typing is None else state.typing), refresh=True)
             after = sample()
             streams = [compare(info, before[n][1], snap) for n, (info, snap) in after.items() if n in before]
+            streams += [gone(n) for n in args.names if n not in after]
             before = after
             view.update(table(streams, state.sort, state.text), refresh=True)
     return 0
@@ -174,10 +191,13 @@ def live(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..monitor import document
+    from ._args import positive
 
+    positive(args.interval, "--interval")
     if args.json or args.once:
         doc = document(args.names or None, args.interval)
         if args.json:
+            doc["streams"] = selected(doc["streams"], args.sort, args.filter)
             print(json.dumps(doc, indent=2))
             return 0
         try:
