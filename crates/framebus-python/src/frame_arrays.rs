@@ -257,10 +257,13 @@ impl Parts {
                 let arr = destination(py, p, &t).map_err(|why| out_error(py, stream, seq, &why, self))?;
                 copies.push((src, data_ptr(&arr), n));
                 values.push(arr.into_any());
-            } else if p.bytes && !self.named {
+            } else if p.bytes {
                 // SAFETY: `src` holds `n` bytes of the pinned slot.
                 let b = PyBytes::new(py, unsafe { std::slice::from_raw_parts(src.get(), n) });
-                return Ok(b.into_any());
+                if !self.named {
+                    return Ok(b.into_any());
+                }
+                values.push(b.into_any()); // a byte payload among named arrays: bytes as written
             } else {
                 let arr = p.spec.empty(py)?;
                 copies.push((src, data_ptr(&arr), n));

@@ -35,7 +35,7 @@ pub enum Error {
     PermissionDenied { op: &'static str, path: String, errno: i32 },
 
     /// /dev/shm cannot hold the segment.
-    #[error("not enough space in /dev/shm for stream {name:?} ({path}): it needs {bytes} bytes and {free} are free (errno {errno}: {reason}); nothing was created. Free space with `framebus gc`, use fewer slots or smaller frames, or enlarge /dev/shm (in Docker: `--shm-size=1g` or `--ipc=host`; `framebus doctor --plan HxWxC:dtype` checks a plan)")]
+    #[error("not enough space in /dev/shm for stream {name:?} ({path}): it needs {bytes} bytes and {free} are free (errno {errno}: {reason}); nothing was created. Free space with `framebus gc`, use fewer slots or smaller frames, or enlarge /dev/shm (in Docker: `--shm-size=1g` or `--ipc=host`; `framebus doctor --plan HxWxC:dtype` or `--plan capacity=SIZE` checks a plan)")]
     NoSpace { name: String, path: String, bytes: u64, free: u64, errno: i32, reason: String },
 
     /// The segment has a layout version this build does not understand.

@@ -118,6 +118,16 @@ pub fn check_codec(codec: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// How messages name an array: by its name, or "the array" for the one array of an unnamed
+/// frame.
+fn label(name: &str) -> String {
+    if name.is_empty() {
+        "the array".to_owned()
+    } else {
+        format!("array {name:?}")
+    }
+}
+
 /// Bytes of an array of `shape` and `itemsize`, None when the product overflows.
 fn array_bytes(shape: &[u64], itemsize: u32) -> Option<u64> {
     shape.iter().try_fold(u64::from(itemsize), |acc, &d| acc.checked_mul(d))
@@ -134,6 +144,9 @@ pub fn plan(arrays: &[ArraySpec<'_>], named: bool, codec: &str, slot_bytes: u64)
         return Err(format!("a frame may hold at most {MAX_ARRAYS} arrays, got {}", arrays.len()));
     }
     check_codec(codec)?;
+    if !codec.is_empty() && (named || arrays.len() != 1 || !arrays[0].bytes) {
+        return Err(format!("codec {codec:?} names the encoding of a byte payload (write(packet, codec=...) with bytes, bytearray or a memoryview); a frame of arrays has no codec: drop codec="));
+    }
     let mut out = Vec::with_capacity(arrays.len());
     let mut end = TABLE_BYTES;
     for (i, a) in arrays.iter().enumerate() {
@@ -143,13 +156,13 @@ pub fn plan(arrays: &[ArraySpec<'_>], named: bool, codec: &str, slot_bytes: u64)
         }
         let itemsize = dtype_itemsize(a.dtype)?;
         if a.shape.len() > MAX_NDIM {
-            return Err(format!("array {:?} has {} dimensions; at most {MAX_NDIM} are allowed", a.name, a.shape.len()));
+            return Err(format!("{} has {} dimensions; at most {MAX_NDIM} are allowed", label(a.name), a.shape.len()));
         }
         if a.bytes && (a.dtype != "|u1" || a.shape.len() != 1) {
             return Err("a byte payload is one-dimensional |u1 data".into());
         }
-        let too_large = || format!("the frame does not fit the stream's capacity of {capacity} bytes per frame (array {:?} of shape {:?} and dtype {}); create the stream with a larger capacity", a.name, a.shape, a.dtype);
-        let nbytes = array_bytes(a.shape, itemsize).ok_or_else(|| format!("array {:?} of shape {:?} and dtype {} has more than 2**64 bytes (the product of its shape overflows)", a.name, a.shape, a.dtype))?;
+        let too_large = || format!("the frame does not fit the stream's capacity of {capacity} bytes per frame ({} of shape {:?} and dtype {}); create the stream with a larger capacity", label(a.name), a.shape, a.dtype);
+        let nbytes = array_bytes(a.shape, itemsize).ok_or_else(|| format!("{} of shape {:?} and dtype {} has more than 2**64 bytes (the product of its shape overflows)", label(a.name), a.shape, a.dtype))?;
         let offset = if i == 0 { TABLE_BYTES } else { super::layout::align_up(end, ARRAY_ALIGN).ok_or_else(too_large)? };
         end = offset.checked_add(nbytes).filter(|&e| e <= slot_bytes).ok_or_else(too_large)?;
         out.push(ArrayDesc { name: a.name.to_owned(), dtype: a.dtype.to_owned(), itemsize, shape: a.shape.to_vec(), offset, nbytes, bytes: a.bytes });
