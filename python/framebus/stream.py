@@ -221,18 +221,31 @@ class Stream(_native.Stream):
 
 
 class _ReadOnlyStream(Stream):
-    """A handle that refuses writes, clears, the write lock and unlink (pyshmem's readonly)."""
+    """A handle that refuses everything that writes or changes the stream (pyshmem's
+    readonly): write, loan, clear, end, the write lock and unlink raise StreamPermissionError
+    (a PermissionError) before anything is claimed or changed."""
 
     _readonly = True
 
-    def _refuse(self, what: str) -> None:
-        raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot {what}")
+    def _refuse(self, what: str) -> Any:
+        raise StreamPermissionError(
+            1, f"stream {self.name!r} was opened read-only; it cannot {what} (open it without readonly=True to write)"
+        )
 
     def write(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._refuse("write")
 
+    def _write_raw(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._refuse("write")
+
+    def loan(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._refuse("loan a slot to write")
+
     def clear(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._refuse("clear")
+
+    def end(self) -> None:
+        self._refuse("end the stream")
 
     def acquire(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._refuse("take the write lock")
@@ -330,7 +343,8 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device:
     """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
     ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
     ``"lossless"`` (the writer never overwrites a frame this handle has not read; it waits, and
-    its ``write(timeout=)`` raises TimeoutError instead). ``readonly=True`` refuses writes.
+    its ``write(timeout=)`` raises TimeoutError instead). ``readonly=True`` gives a handle that
+    refuses write, loan, clear, end, acquire and unlink with StreamPermissionError.
 
     Raises StreamNotFoundError (FileNotFoundError) when there is no such stream,
     IncompatibleStreamError / CorruptStreamError (ValueError) for a segment it cannot read,
