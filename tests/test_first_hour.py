@@ -48,6 +48,45 @@ def test_a_cast_that_loses_values_is_refused_and_nothing_written(name, dtype, va
         assert w.write_sequence == 1 and w.read().tolist() == [0, 0, 0]
 
 
+@pytest.mark.parametrize(
+    "src,dtype,value,stored",
+    [
+        (np.int64, np.float16, 70000, "inf"),
+        (np.int32, np.float16, 70000, "inf"),
+        (np.uint32, np.float16, 70000, "inf"),
+        (np.int16, np.float16, 2049, "2048.0"),
+        (np.int64, np.float32, 2**40 + 1, "1099511627776.0"),
+        (np.int32, np.float32, 2**24 + 1, "16777216.0"),
+        (np.int64, np.float64, 2**53 + 1, "9007199254740992.0"),
+        (np.uint64, np.float32, 2**64 - 1, r"1.8446744073709552e\+19"),
+    ],
+)
+def test_an_int_to_float_cast_that_changes_a_value_is_refused(name, src, dtype, value, stored):
+    with framebus.create(name, shape=(3,), dtype=dtype) as w:
+        w.write(np.zeros(3, dtype))
+        with pytest.raises(ValueError, match=rf"{np.dtype(src)} value {value} at index \(1,\).*stored as {stored}.*astype") as err:
+            w.write(np.array([1, value, 2], src))
+        assert "nothing was written" in str(err.value)
+        assert w.write_sequence == 1 and w.read().tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "src,dtype,values",
+    [
+        (np.uint8, np.float32, [0, 128, 255]),
+        (np.uint8, np.float16, [0, 128, 255]),
+        (np.int16, np.float32, [-32768, 0, 32767]),
+        (np.int32, np.float64, [-(2**31), 0, 2**31 - 1]),
+        (np.int64, np.float32, [2**40, -(2**24), 3]),  # large, but exact in float32
+        (np.int64, np.float16, [-2048, 2048, 65504]),
+    ],
+)
+def test_an_int_to_float_cast_that_keeps_every_value_is_accepted(name, src, dtype, values):
+    with framebus.create(name, shape=(3,), dtype=dtype) as w:
+        w.write(np.array(values, src))
+        assert w.read().tolist() == values
+
+
 def test_a_cast_that_only_rounds_is_accepted(name):
     with framebus.create(name, shape=(2,), dtype=np.float32) as w:
         w.write(np.array([0.1, 3e38]))
