@@ -143,6 +143,105 @@ def test_a_write_after_end_starts_again(name):
         assert r.read_new(timeout=1).tolist() == [2, 2]
 
 
+def test_leaving_the_writers_with_block_ends_the_stream_for_a_reader_in_another_process(name, spawn):
+    """The README's idiom: a reader blocked with no timeout in another process gets every
+    frame and then StreamEndedError when the writer's `with` block exits (no end() call)."""
+    with framebus.create(name, shape=(2,), dtype=np.int32, slots=8, auto_unlink=True) as cam:
+        child = spawn(
+            f"""
+            r = framebus.open({name!r}, mode="lossless")
+            say("ready")
+            try:
+                while True:
+                    say(int(r.read_new(timeout=None)[0]))
+            except framebus.StreamEndedError:
+                say("ended")
+            """
+        )
+        child.expect("ready")
+        for i in range(3):
+            cam.write(np.full(2, i, np.int32), timeout=10)
+    assert [child.line() for _ in range(4)] == ["0", "1", "2", "ended"]
+    child.finish()
+
+
+def test_closing_the_writer_wakes_a_reader_waiting_without_timeout(name):
+    import threading
+
+    w = framebus.create(name, shape=(2,), dtype=np.uint8)
+    r = framebus.open(name, mode="lossless")
+    got: list = []
+
+    def wait() -> None:
+        try:
+            got.append(r.read_new(timeout=None).tolist())
+            r.read_new(timeout=None)
+        except Exception as exc:  # noqa: BLE001 - what the waiter got is the result
+            got.append(type(exc))
+
+    t = threading.Thread(target=wait)
+    t.start()
+    try:
+        w.write(np.ones(2, np.uint8))
+        w.close()
+        t.join(60)
+        assert got == [[1, 1], framebus.StreamEndedError]
+    finally:
+        r.close()  # wakes the thread if the end never came
+        t.join(60)
+        framebus.unlink(name)
+
+
+def test_only_the_last_writer_ends_the_stream_when_it_closes(name):
+    with framebus.create(name, shape=(2,), dtype=np.uint8) as w, framebus.open(name) as watch:
+        w.write(np.ones(2, np.uint8))
+        for reader in (framebus.open(name), framebus.open(name, mode="lossless"), framebus.open(name, readonly=True)):
+            reader.read()
+            reader.close()
+            assert not watch.ended, reader
+        other = framebus.open(name)
+        other.write(np.zeros(2, np.uint8))  # an opened handle that wrote is a writer ...
+        other.close()
+        assert not watch.ended  # ... but the creator still writes: not the end yet
+        w.close()
+        assert watch.ended  # the last writer closed
+        other = framebus.open(name)
+        other.write(np.ones(2, np.uint8))  # a write clears the end (a restarted producer)
+        assert not watch.ended
+        other.close()
+        assert watch.ended
+        tagged = framebus.open(name)
+        tagged.write(np.ones(2, np.uint8))
+        tagged.set_role("play")  # a writer's role may change; it stays a writer
+        tagged.close()
+        assert watch.ended
+        framebus.unlink(name)
+
+
+def test_writers_in_other_processes_keep_the_stream_going(name, spawn):
+    with framebus.create(name, shape=(2,), dtype=np.uint8) as w, framebus.open(name, mode="lossless") as r:
+        child = spawn(
+            f"""
+            s = framebus.open({name!r})
+            s.write(np.full(2, 7, np.uint8))
+            say("wrote")
+            hear()
+            s.close()
+            say("closed")
+            """
+        )
+        child.expect("wrote")
+        w.close()  # the child still writes
+        assert not r.ended and r.read_new(timeout=30).tolist() == [7, 7]
+        child.send("close")
+        child.expect("closed")
+        assert r.ended
+        with pytest.raises(framebus.StreamEndedError):
+            r.read_new(timeout=30)
+        child.finish()
+        framebus.unlink(name)
+
+
 def _count_frames(name: str, q) -> None:
     import time
 

@@ -149,12 +149,16 @@ def test_sequence_numbers_cross_the_wire_and_a_replaced_source_continues(mode, n
         assert missed == (5 if mode == "lossless" else missed)
         # The source is replaced (its numbers start at 1 again): the local stream goes on from
         # 11, so its readers never see a number go backwards.
-        src.unlink()
+        src.unlink()  # its writer: ends the stream, and the end reaches the local readers
         src.close()
+        with pytest.raises(framebus.StreamEndedError):
+            dst.read_new_publication(timeout=BOUND)
         src = framebus.create(src_name, shape=shape, dtype=np.uint8)
         wait_until(lambda: pub.stats.spec_changes >= 1, "the publisher to follow the new source")
         for i in range(10, 14):
             write(src, i, shape)
+            if i == 10:  # the new source's first frame starts the local stream again
+                wait_until(lambda: not dst.ended, "the local stream to start again")
             got = dst.read_new_publication(timeout=BOUND)
             check(got, i, shape)
             assert got.count == i + 1 and src.write_sequence == i - 9

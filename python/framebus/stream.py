@@ -5,7 +5,9 @@ the native methods without a Python layer in between."""
 from __future__ import annotations
 
 import errno as _errno
+import functools
 import operator
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Tuple
@@ -14,7 +16,7 @@ import numpy as np
 
 from . import _native
 from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
-from .errors import InvalidArgumentError, StreamNotFoundError, StreamPermissionError
+from .errors import InvalidArgumentError, StreamClosedError, StreamNotFoundError, StreamPermissionError
 
 __all__ = ["Stream", "Publication", "create", "open", "unlink"]
 
@@ -68,12 +70,75 @@ class Publication:
         return tuple(self.payload) if isinstance(self.payload, dict) else None
 
 
+#: The calls that write to a stream: the first one through a handle from ``open()`` makes it
+#: a writer (its ``close()`` then ends the stream).
+_WRITE_CALLS = ("write", "loan", "clear", "_write_raw")
+#: Monitor roles of handles that write (the core tags a plain handle "writer" at its first write).
+_WRITER_ROLES = ("writer", "play", "bridge in")
+
+
 class Stream(_native.Stream):
     """A handle on a named shared-memory stream of frames. See ``framebus.create`` and
     ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``."""
 
     _readonly = False
     _auto_unlink = False
+    #: Whether this handle created the stream or wrote to it: its close() ends the stream.
+    _writer = False
+    #: This handle's monitor role, as the reader table shows it (see ``set_role``).
+    _role = "handle"
+
+    def __init__(self, name: str, *, mode: str = "latest", create: Any = None) -> None:
+        # The native __new__ made the handle. A handle from create() is the stream's writer; one
+        # from open() becomes a writer at its first write, loan, clear or raw write, noticed by
+        # one-shot wrappers in the instance's __dict__ that then remove themselves, so later
+        # calls reach the native methods directly (no Python layer on the hot path).
+        if create is not None:
+            self._writer = True
+        elif not self._readonly:
+            ref = weakref.ref(self)  # no reference cycle: a dropped handle is freed at once
+            for attr in _WRITE_CALLS:
+                self.__dict__[attr] = _first_write(ref, getattr(_native.Stream, attr))
+
+    def _became_writer(self) -> None:
+        self._writer = True
+        for attr in _WRITE_CALLS:
+            self.__dict__.pop(attr, None)
+
+    def _wrote(self) -> None:
+        """Called by the first write through this handle (the core then tags it "writer")."""
+        if self._role == "handle":
+            self._role = "writer"
+        self._became_writer()
+
+    def _other_writers(self) -> int:
+        """Live handles other than this one that write to the stream (by their role in the
+        reader table; 0 when it cannot be read, e.g. the name is gone)."""
+        try:
+            readers = _native.stream_stats(self.name)["readers"]
+        except (OSError, ValueError):
+            return 0
+        writing = sum(1 for r in readers if r["alive"] and r["mode"] != "closed" and r["role"] in _WRITER_ROLES)
+        return max(0, writing - (self._role in _WRITER_ROLES))
+
+    def _end_if_last_writer(self) -> None:
+        """Ends the stream when this handle is a writer and no other live handle writes to it
+        (several writers: the stream ends when the last one closes)."""
+        if self._writer and not self.closed and not self._other_writers():
+            try:
+                self.end()
+            except StreamClosedError:  # closed by another thread meanwhile
+                pass
+
+    def set_role(self, role: str, label: str = "") -> None:  # type: ignore[override]
+        """Tags this handle for monitors (see ``framebus._native.Stream.set_role``). The writing
+        roles ("writer", "play", "bridge in") also make it the stream's writer at once: its
+        close() ends the stream, and write calls bound from it before the first write (``w =
+        s.write``) reach the native method directly."""
+        super().set_role(role, label)
+        self._role = role
+        if role in _WRITER_ROLES and not self._readonly:
+            self._became_writer()
 
     # -- locking ---------------------------------------------------------------------------
     @contextmanager
@@ -113,8 +178,10 @@ class Stream(_native.Stream):
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, self.missed)
 
     def frames(self, timeout: Optional[float] = None, *, copy: bool = False, out: Optional[np.ndarray] = None) -> Iterator[Any]:
-        """Yields every new frame this handle has not seen, until the handle is closed or no
-        frame arrives within ``timeout`` (then the iterator ends).
+        """Yields every new frame this handle has not seen, until the end of the stream (the
+        writer called ``end()`` or closed its handle: a lossless handle first gets every frame
+        it has not read), until the handle is closed, or until no frame arrives within
+        ``timeout``; then the iterator just ends (no StreamEndedError, no TimeoutError).
 
         ``copy=False`` (default) yields zero-copy :class:`Frame` views; each is released when
         the loop asks for the next one (keep ``frame.array`` to keep it pinned longer).
@@ -181,15 +248,28 @@ class Stream(_native.Stream):
     def close(self, *, timeout: float = 5.0) -> None:  # type: ignore[override]
         """Detaches this handle (idempotent). The stream stays until unlinked; waits blocked
         on this handle in other threads stop with StreamClosedError. ``timeout`` is accepted
-        for pyshmem compatibility; closing never waits."""
+        for pyshmem compatibility; closing never waits.
+
+        Closing the writer ends the stream: when this handle created the stream
+        (``framebus.create``) or wrote to it (write, loan, clear), close() first calls
+        ``end()``, so readers blocked in read_new/wait_view/wait in any process wake at once,
+        get every frame they have not read (lossless) and then StreamEndedError. Leaving a
+        ``with`` block closes, so it ends the stream too. Closing a handle that only read never
+        ends it, and neither does closing one writer while another live handle still writes
+        (several writers: the last one to close ends the stream). A later write by any handle
+        clears the end (a restarted producer)."""
+        self._end_if_last_writer()
         super().close()
 
     def unlink(self) -> None:  # type: ignore[override]
         """Removes the stream's name and closes this handle. Other handles keep working until
-        they close. A newer stream created under the same name is left alone."""
+        they close. A newer stream created under the same name is left alone. A writer (see
+        ``close``) ends the stream first, so its readers see the end before the name is gone."""
         if self._readonly:
             raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot unlink it")
         if not self.closed:
+            self._end_if_last_writer()
+            self._writer = False  # decided now: once the name is gone, close() cannot look again
             super().unlink()
         self.close()
 
@@ -251,6 +331,21 @@ class _ReadOnlyStream(Stream):
         self._refuse("take the write lock")
 
 
+def _first_write(ref: "weakref.ReferenceType[Stream]", native: Any) -> Any:
+    """``native`` (a write call of the native class) for the handle ``ref``, marking the
+    handle a writer first (see ``Stream.__init__``)."""
+
+    @functools.wraps(native)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        stream = ref()
+        assert stream is not None  # the wrapper is only reachable through the handle
+        if not stream._writer:
+            stream._wrote()
+        return native(stream, *args, **kwargs)
+
+    return call
+
+
 def _reopen(name: str, mode: str, readonly: bool) -> Stream:
     return open(name, mode=mode, readonly=readonly)
 
@@ -284,6 +379,10 @@ def create(
     scripts, so that a stream never outlives the block (a script killed outright leaves it
     behind; ``exist_ok=True`` or ``framebus gc`` deal with that). ``notify`` is accepted for
     pyshmem compatibility and ignored: framebus readers always wait on a futex.
+
+    The returned handle is the stream's writer: its ``close()`` (or leaving its ``with`` block,
+    with or without ``auto_unlink``) ends the stream, so readers get every frame still unread
+    and then StreamEndedError instead of waiting for a timeout (see ``Stream.close``).
 
     ``capacity`` instead of ``shape`` creates a variable-shape stream: each slot holds up to
     ``capacity`` bytes of arrays (an int, or a string such as ``"32MiB"``), and every frame
@@ -336,6 +435,7 @@ def create(
     spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok), variable)
     stream = Stream(name, create=spec)
     stream._auto_unlink = bool(auto_unlink)
+    stream.set_role("writer")  # monitors show it as the writer; close() ends the stream
     return stream
 
 

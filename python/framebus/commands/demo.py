@@ -75,6 +75,9 @@ def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
                 pub = stream.read_new_publication(timeout=0.2, out=out)
             except TimeoutError:
                 pub = None
+            except framebus.StreamEndedError:  # the producer closed its handle: every frame was read
+                pub = None
+                stop.wait(0.05)
             now_ns = time.time_ns()
             if pub is not None:
                 received += 1
