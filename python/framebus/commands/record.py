@@ -19,7 +19,9 @@ HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8; or, on a variable-shape stream, encoded packets written with codec=, remuxed as they are)")
+    from ._args import stream_name
+
+    p.add_argument("name", type=stream_name, help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8; or, on a variable-shape stream, encoded packets written with codec=, remuxed as they are)")
     p.add_argument("out", help="output video file, e.g. out.mp4")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate written into the file (default 30)")
     p.add_argument("--codec", default="libx264", help="FFmpeg video codec (default libx264)")
