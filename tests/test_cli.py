@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,9 +57,9 @@ def test_ls_shows_a_stream(name):
         p = run_cli("ls", "--json")
         assert p.returncode == 0, p.stderr
         row = _entry(json.loads(p.stdout), name)
-        assert row["shape"] == [3, 4] and np.dtype(row["dtype"]) == np.uint8 and row["slots"] == 5
+        assert row["shape"] == [3, 4] and row["dtype"] == "uint8" and row["slots"] == 5
         assert row["writer"] == "alive"
-        assert row["readers"] == 2 and row["lossless"] == 1
+        assert row["readers"] == 1 and row["lossless"] == 1  # the writer's own handle is no reader
         assert row["sequence"] == 1 and row["frames_written"] == 1
         assert row["bytes_written"] == 12 and row["frame_bytes"] == 12 and isinstance(row["total_bytes"], int)
         assert row["problem"] is None and row["bridges"] == []
@@ -207,3 +208,30 @@ def test_an_ended_stream_is_a_normal_end(args, name):
         assert p.returncode == 0, p.stderr
         assert f"stream {name!r} ended" in p.stdout
         w.unlink()
+
+
+def test_ls_counts_readers_not_the_writers_handle_and_names_dtypes(name):
+    with framebus.create(name, shape=(2, 2), dtype=np.float32) as w, framebus.create(name + ".v", capacity=64) as v:
+        rows = json.loads(run_cli("ls", "--json").stdout)
+        row = _entry(rows, name)
+        assert row["readers"] == 0 and row["lossless"] == 0 and row["dtype"] == "float32"
+        var = _entry(rows, name + ".v")
+        assert var["variable"] is True and var["capacity"] == 64 and var["dtype"] is None and var["readers"] == 0
+        table = run_cli("ls").stdout
+        line = next(l for l in table.splitlines() if l.split() and l.split()[0] == name)
+        assert "float32" in line.split() and "<f4" not in line
+        assert line.split()[line.split().index("alive") + 1] == "0"  # the readers column
+        with framebus.open(name) as r, framebus.open(name, mode="lossless") as r2:
+            row = _entry(json.loads(run_cli("ls", "--json").stdout), name)
+            assert row["readers"] == 2 and row["lossless"] == 1
+        w.unlink()
+        v.unlink()
+
+
+def test_ls_json_help_lists_every_key():
+    from framebus.commands.ls import JSON_HELP
+
+    with framebus.create(f"t-lskeys-{os.getpid()}", shape=(1,), auto_unlink=True):
+        (row,) = [r for r in json.loads(run_cli("ls", "--json").stdout) if r["name"] == f"t-lskeys-{os.getpid()}"]
+    for key in row:
+        assert re.search(rf"\b{key}\b", JSON_HELP), key

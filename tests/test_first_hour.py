@@ -326,3 +326,59 @@ def test_bench_hints_keep_the_extra_name():
     if "is not installed" in res.stdout:
         assert "framebus[bench]" in res.stdout
     assert transport is not None
+
+
+def test_play_wait_readers_does_not_count_the_writers_handle(name, tmp_path):
+    """A stream whose creator is attached and nobody reads: `--wait-readers 1` waits for a
+    reader (the creator's handle is not one) and gives up with exit 1."""
+    from framebus.ffmpeg import VideoWriter
+
+    clip = tmp_path / "clip.mp4"
+    with VideoWriter(str(clip), (32, 32), fps=30, preset="ultrafast") as video:
+        video.write(np.zeros((32, 32, 3), np.uint8))
+    with framebus.create(name, shape=(32, 32, 3), dtype=np.uint8) as w:
+        res = run_cli("play", str(clip), name, "--quiet", "--wait-readers", "1", "--wait-timeout", "0.3")
+        assert res.returncode == 1 and "0 of 1 readers" in res.stderr, res.stderr
+        assert w.write_sequence == 0
+
+
+def test_a_different_spec_is_named_with_numpy_dtype_names(name):
+    with framebus.create(name, shape=(4, 3), dtype=np.uint8) as w:
+        with pytest.raises(framebus.StreamExistsError) as err:
+            framebus.create(name, shape=(4,), dtype=np.float32, exist_ok=True)
+        text = str(err.value)
+        assert "existing dtype uint8 shape (4, 3)" in text and "requested dtype float32 shape (4,)" in text
+        assert "|u1" not in text and "<f4" not in text
+        w.unlink()
+
+
+def test_the_ffmpeg_hint_quotes_the_extra(monkeypatch):
+    import builtins
+
+    from framebus.ffmpeg import find_ffmpeg
+
+    real_import = builtins.__import__
+
+    def no_imageio(mod, *args, **kwargs):
+        if mod == "imageio_ffmpeg":
+            raise ImportError("not installed")
+        return real_import(mod, *args, **kwargs)
+
+    monkeypatch.delenv("FRAMEBUS_FFMPEG", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(builtins, "__import__", no_imageio)
+    with pytest.raises(FileNotFoundError, match=r"pip install 'framebus\[ffmpeg\]'"):
+        find_ffmpeg()
+
+
+def test_stream_frames_docstring_says_it_stops_at_the_end():
+    assert "end of the stream" in framebus.Stream.frames.__doc__
+
+
+def test_slow_pipeline_example_documents_its_options():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, os.path.join(root, "examples", "slow_pipeline.py"), "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    help_text = " ".join(res.stdout.split())
+    for option, words in (("--prefix", "stream names"), ("--fps", "frames per second"), ("--slow-ms", "slow sink"), ("--seconds", "how long")):
+        assert option in help_text and words in help_text, option

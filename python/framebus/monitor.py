@@ -10,13 +10,25 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _native
 from .info import StreamInfo, list_streams, stat
 
-__all__ = ["snapshot", "measure", "document"]
+__all__ = ["snapshot", "measure", "document", "WRITER_ROLES", "readers"]
+
+#: Roles of handles that write to a stream (``create()`` tags its handle "writer", the core tags
+#: a handle "writer" at its first write, ``framebus play`` and a bridge's subscriber tag theirs).
+WRITER_ROLES = ("writer", "play", "bridge in")
 
 
 def snapshot(name: str) -> Dict[str, Any]:
     """The counters of stream ``name`` now (see ``framebus.stat`` for the fields).
     Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
     return dict(_native.stream_stats(name))
+
+
+def readers(name: str) -> "tuple[int, int]":
+    """(readers, lossless readers) attached to stream ``name`` now: live handles that are not
+    closed and do not write (the writer's own handle is not a reader), read without attaching.
+    Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
+    table = [r for r in _native.stream_stats(name)["readers"] if r["alive"] and r["mode"] != "closed" and r["role"] not in WRITER_ROLES]
+    return len(table), sum(1 for r in table if r["mode"] == "lossless")
 
 
 def _rate(after: float, before: float, seconds: float) -> float:

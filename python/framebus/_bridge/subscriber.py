@@ -447,9 +447,11 @@ class Subscriber(Bridge):
             )
             if info.creator_alive and not info.stale:
                 if not same:
+                    have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
+                    sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
                     raise SpecMismatchError(
-                        f"local stream {name!r} exists with shape {info.shape} and dtype {info.dtype}, and another process owns it; "
-                        f"the publisher sends shape {tuple(shape)} dtype {dt.str}: remove it or subscribe into another name"
+                        f"local stream {name!r} exists with {have}, and another process owns it; "
+                        f"the publisher sends {sends}: remove it or subscribe into another name"
                     )
                 return _stream.open(name), False
             if same and not info.stale:

@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="before the first frame, wait until N readers have the stream open (so a lossless reader gets every frame)",
+        help="before the first frame, wait until N readers have the stream open (so a lossless reader gets every frame); "
+        "readers are handles that do not write, as framebus ls counts them",
     )
     p.add_argument("--wait-timeout", type=positive_float, default=30.0, metavar="S", help="how long --wait-readers waits (default 30 s; then exit 1)")
 
@@ -58,12 +59,12 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         stream = framebus.create(args.name, shape=reader.frame_shape, dtype=reader.frame_dtype, slots=args.slots)
         created = True
+    stream.set_role("play", args.file)  # before waiting: our own handle is not a reader
     if args.wait_readers > 0 and not wait_for_readers(stream, args.wait_readers, args.wait_timeout):
-        readers = stream.ownercount - 1
+        readers = _readers(args.name)
         stream.unlink() if created and not args.keep else stream.close()
         print(f"framebus play: {readers} of {args.wait_readers} readers attached to {args.name!r} within {args.wait_timeout:g} s; nothing was played", file=sys.stderr)
         return 1
-    stream.set_role("play", args.file)
     total = 0  # frames of the passes already finished
     current = 0  # frames written by the pass under way
     start = time.perf_counter()
@@ -102,10 +103,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _readers(name: str) -> int:
+    """Readers attached to stream ``name``: handles that do not write (not ours, not another
+    writer's), as ``framebus ls`` counts them."""
+    from framebus.monitor import readers
+
+    return readers(name)[0]
+
+
 def wait_for_readers(stream: object, n: int, timeout: float) -> bool:
-    """Waits until ``n`` handles besides ours are attached to ``stream``; False on timeout."""
+    """Waits until ``n`` readers are attached to ``stream``; False on timeout."""
+    name = str(getattr(stream, "name"))
     deadline = time.monotonic() + timeout
-    while getattr(stream, "ownercount") - 1 < n:
+    while _readers(name) < n:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.01)
