@@ -65,10 +65,10 @@ def _open(name: str, mode: str):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--prefix", default="demo")
-    p.add_argument("--fps", type=float, default=60.0)
-    p.add_argument("--slow-ms", type=float, default=25.0)
-    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--prefix", default="demo", help="stream names start with this: PREFIX.cam and PREFIX.boxes (default demo)")
+    p.add_argument("--fps", type=float, default=60.0, help="frames per second the source writes (default 60)")
+    p.add_argument("--slow-ms", type=float, default=25.0, help="milliseconds the slow sink spends on each frame (default 25)")
+    p.add_argument("--seconds", type=float, default=20.0, help="how long the source writes before it ends the streams (default 20)")
     a = p.parse_args()
     ctx = mp.get_context("spawn")
     ready = ctx.Event()

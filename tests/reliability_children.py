@@ -151,9 +151,12 @@ def reader(name: str, mode: str, shape: tuple, stop: Any, q: Any, ready: Any, vi
                 pub = s.read_new_publication(timeout=0.2)
                 seq, fid = pub.seq, pub.frame_id
                 problem = pat.check(pub.payload, pub.meta, fid)
-        except TimeoutError:
+        except (TimeoutError, framebus.StreamEndedError):
+            # Ended: a writer closed (its creator exiting cleanly); the next writer's first
+            # frame starts the stream again, so it is no frame for now.
             if stop.is_set():
                 break
+            time.sleep(0.005)
             continue
         except Exception as exc:  # noqa: BLE001 - reported to the driver
             rep["errors"].append(f"{type(exc).__name__}: {exc}")
@@ -200,6 +203,9 @@ def victim_reader(name: str, mode: str, shape: tuple, status: Any, seed: int) ->
                 pub = s.read_publication(out=out)
                 seq, problem = last_seq, pat.check(out, pub.meta, pub.frame_id) if pub.seq else None
         except TimeoutError:
+            continue
+        except framebus.StreamEndedError:  # a writer closed; the next one starts the stream again
+            time.sleep(0.005)
             continue
         if mode == "lossless" and k < 0.85 and seq != last_seq + 1:
             status[LOST] += max(0, seq - last_seq - 1)
@@ -330,7 +336,7 @@ def follower(name: str, mode: str, stop: Any, q: Any, ready: Any) -> None:
             else:
                 pub = s.read_new_publication(timeout=0.1)
                 seq, meta, problem = pub.seq, pub.meta, pat.check(pub.payload, pub.meta, pub.frame_id)
-        except TimeoutError:
+        except (TimeoutError, framebus.StreamEndedError):  # ended: its writer closed
             s.close()
             s = None
             continue

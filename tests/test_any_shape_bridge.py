@@ -1,4 +1,4 @@
-"""Variable-shape streams across the ZeroMQ bridge (wire protocol version 2): each frame's table
+"""Variable-shape streams across the ZeroMQ bridge (wire protocol version 2 and later): each frame's table
 travels with it, the subscriber's stream is created with the same capacity and validates every
 table before it writes; compressed frames too. 127.0.0.1 only."""
 
@@ -80,7 +80,7 @@ def test_variable_frames_cross_the_bridge(mode, compress):
 
 
 def test_spec_of_and_protocol_version():
-    assert P.VERSION == 2
+    assert P.VERSION == 3  # 2 added variable-shape streams, 3 the END message
     header = P.FramePacker().pack(
         flags=0, source_id=1, seq=2, timestamp_ns=3, frame_id=4, nbytes=5000, slots=4, meta_capacity=8, spec=(P.VARIABLE, (1 << 20,)), meta=b"x"
     )

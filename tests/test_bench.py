@@ -169,19 +169,24 @@ def test_compare_shows_the_change_of_each_row(smoke: Dict[str, object]) -> None:
         (["W42"], "unknown suite 'W42'"),
         (["--json", "/nonexistent-dir/x.json"], "does not exist"),
         (["--markdown", "/"], "is a directory"),
-        (["--compare", "/nonexistent-dir/old.json"], "does not exist"),
     ],
 )
 def test_bad_input_is_a_clear_error(args: List[str], message: str, capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["bench", *args]) == 2
+    assert cli.main(["bench", *args]) == 2  # a bad option value: a usage error
     err = capsys.readouterr().err
     assert "framebus bench: error:" in err and message in err
+
+
+def test_a_missing_compare_file_is_a_runtime_error(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["bench", "--compare", "/nonexistent-dir/old.json"]) == 1  # as a missing stream or video
+    err = capsys.readouterr().err
+    assert "framebus bench: error:" in err and "does not exist" in err
 
 
 def test_compare_refuses_a_foreign_json_file(tmp_path, capsys: pytest.CaptureFixture) -> None:
     p = tmp_path / "other.json"
     p.write_text(json.dumps({"hello": 1}))
-    assert cli.main(["bench", "W1", "--compare", str(p)]) == 2
+    assert cli.main(["bench", "W1", "--compare", str(p)]) == 1  # the file is not what it should be
     assert "not a framebus bench JSON file" in capsys.readouterr().err
 
 

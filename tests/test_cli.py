@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,9 +57,9 @@ def test_ls_shows_a_stream(name):
         p = run_cli("ls", "--json")
         assert p.returncode == 0, p.stderr
         row = _entry(json.loads(p.stdout), name)
-        assert row["shape"] == [3, 4] and np.dtype(row["dtype"]) == np.uint8 and row["slots"] == 5
+        assert row["shape"] == [3, 4] and row["dtype"] == "uint8" and row["slots"] == 5
         assert row["writer"] == "alive"
-        assert row["readers"] == 2 and row["lossless"] == 1
+        assert row["readers"] == 1 and row["lossless"] == 1  # the writer's own handle is no reader
         assert row["sequence"] == 1 and row["frames_written"] == 1
         assert row["bytes_written"] == 12 and row["frame_bytes"] == 12 and isinstance(row["total_bytes"], int)
         assert row["problem"] is None and row["bridges"] == []
@@ -147,3 +148,90 @@ def test_demo_interrupted_leaves_nothing_behind():
     assert p.returncode in (130, 1), f"rc {p.returncode}\n{out}\n{err}"
     assert "Traceback" not in err, err
     assert not os.path.exists(segment_path(f"demo-{p.pid}"))
+
+
+# -- the exit status convention (framebus --help): 2 usage, 1 runtime, 0 normal end -----------
+
+
+@pytest.mark.parametrize(
+    "args,what",
+    [
+        (["play", "/nonexistent/clip.mp4", "NAME", "--slots", "0"], "--slots: must be from 2 to 64, got 0"),
+        (["play", "/nonexistent/clip.mp4", "NAME", "--slots", "-1"], "--slots: must be from 2 to 64, got -1"),
+        (["play", "/nonexistent/clip.mp4", "bad/name"], 'invalid stream name "bad/name"'),
+        (["play", "/nonexistent/clip.mp4", "NAME", "--wait-readers", "-1"], "--wait-readers: must be 0 or more"),
+        (["demo", "--slots", "1"], "--slots: must be from 2 to 64, got 1"),
+        (["demo", "--width", "0"], "--width: must be a positive integer, got 0"),
+        (["demo", "--height", "-5"], "--height: must be a positive integer, got -5"),
+        (["demo", "--seconds", "0"], "--seconds: must be a positive number, got 0"),
+        (["demo", "--seconds", "-1"], "--seconds: must be a positive number, got -1"),
+        (["record", "bad/name", "/nonexistent/out.mp4"], 'invalid stream name "bad/name"'),
+        (["echo", "bad/name"], 'invalid stream name "bad/name"'),
+        (["bridge", "publish", "bad/name", "tcp://127.0.0.1:1"], 'invalid stream name "bad/name"'),
+    ],
+)
+def test_a_bad_option_value_is_a_usage_error(args, what, name):
+    args = [name if a == "NAME" else a for a in args]
+    p = run_cli(*args)
+    assert p.returncode == 2, p.stderr
+    assert what in p.stderr and f"usage: framebus {args[0]}" in p.stderr and "Traceback" not in p.stderr
+    assert not os.path.exists(segment_path(name))
+
+
+@pytest.mark.parametrize("command", ["ls", "gc", "doctor", "top", "bench"])
+def test_an_unknown_option_shows_the_commands_usage(command):
+    p = run_cli(command, "--bogus")
+    assert p.returncode == 2
+    assert f"usage: framebus {command}" in p.stderr and "unrecognized arguments: --bogus" in p.stderr
+
+
+def test_bench_compare_with_a_missing_file_is_a_runtime_error(tmp_path):
+    p = run_cli("bench", "--compare", str(tmp_path / "none.json"), "W1", "--smoke")
+    assert p.returncode == 1, p.stderr
+    assert "does not exist" in p.stderr and "framebus bench --json" in p.stderr
+
+
+@pytest.mark.parametrize("args", [["echo", "{}"], ["hz", "{}"], ["record", "{}", "/nonexistent/out.mp4"], ["bridge", "publish", "{}", "tcp://127.0.0.1:1"]], ids=lambda a: " ".join(a[:2]))
+def test_a_missing_stream_says_what_to_run(args, name):
+    p = run_cli(*[a.format(name) for a in args])
+    assert p.returncode == 1, p.stderr
+    assert "does not exist" in p.stderr and "framebus ls" in p.stderr
+    assert "framebus.create" not in p.stderr and "[Errno" not in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args", [["echo", "--new"], ["hz", "--count", "3"]], ids=["echo", "hz"])
+def test_an_ended_stream_is_a_normal_end(args, name):
+    with framebus.create(name, shape=(2,), dtype=np.uint8) as w:
+        w.write(np.ones(2, np.uint8))
+        w.end()
+        p = run_cli(args[0], name, *args[1:])
+        assert p.returncode == 0, p.stderr
+        assert f"stream {name!r} ended" in p.stdout
+        w.unlink()
+
+
+def test_ls_counts_readers_not_the_writers_handle_and_names_dtypes(name):
+    with framebus.create(name, shape=(2, 2), dtype=np.float32) as w, framebus.create(name + ".v", capacity=64) as v:
+        rows = json.loads(run_cli("ls", "--json").stdout)
+        row = _entry(rows, name)
+        assert row["readers"] == 0 and row["lossless"] == 0 and row["dtype"] == "float32"
+        var = _entry(rows, name + ".v")
+        assert var["variable"] is True and var["capacity"] == 64 and var["dtype"] is None and var["readers"] == 0
+        table = run_cli("ls").stdout
+        line = next(l for l in table.splitlines() if l.split() and l.split()[0] == name)
+        assert "float32" in line.split() and "<f4" not in line
+        assert line.split()[line.split().index("alive") + 1] == "0"  # the readers column
+        with framebus.open(name) as r, framebus.open(name, mode="lossless") as r2:
+            row = _entry(json.loads(run_cli("ls", "--json").stdout), name)
+            assert row["readers"] == 2 and row["lossless"] == 1
+        w.unlink()
+        v.unlink()
+
+
+def test_ls_json_help_lists_every_key():
+    from framebus.commands.ls import JSON_HELP
+
+    with framebus.create(f"t-lskeys-{os.getpid()}", shape=(1,), auto_unlink=True):
+        (row,) = [r for r in json.loads(run_cli("ls", "--json").stdout) if r["name"] == f"t-lskeys-{os.getpid()}"]
+    for key in row:
+        assert re.search(rf"\b{key}\b", JSON_HELP), key

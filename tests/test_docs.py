@@ -1,11 +1,15 @@
 """The documentation is executable: every ```python block of README.md and docs/*.md runs in a
-fresh interpreter and leaves /dev/shm as it found it, and every ``framebus.xxx`` name the docs
-mention exists. A block fenced as ```python no-run (one that needs a GPU, another host or a
-long-running peer; the text around it says which) is only compiled."""
+fresh interpreter and leaves /dev/shm as it found it (what a block created is removed even when
+it fails), the examples in the package's docstrings pass as doctests, and every
+``framebus.xxx`` name the docs mention exists. A block fenced as ```python no-run (one that
+needs a GPU, another host or a long-running peer; the text around it says which) is only
+compiled, as a doctest line marked ``# doctest: +SKIP`` is."""
 
 from __future__ import annotations
 
+import doctest
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -56,6 +60,17 @@ def run_block(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return done
 
 
+def run_and_clean(code: str) -> Tuple[subprocess.CompletedProcess, set]:
+    """Runs ``code`` (see run_block) and removes every segment its interpreter created, whether
+    it passed, failed or timed out; returns the result and the segments that were left."""
+    before = segments()
+    p = run_block(code)
+    left = created_by(p.pid, segments() - before)  # type: ignore[attr-defined]
+    for seg in left:
+        Path("/dev/shm", seg).unlink(missing_ok=True)
+    return p, left
+
+
 def created_by(pid: int, names: set) -> set:
     """The segments among ``names`` whose creator was process ``pid`` (other tests running at
     the same time create streams of their own)."""
@@ -76,11 +91,7 @@ def test_python_block_runs(block_id, line, code, runs):
     compile(code, block_id, "exec")
     if not runs:
         return
-    before = segments()
-    p = run_block(code)
-    left = created_by(p.pid, segments() - before)  # type: ignore[attr-defined]
-    for seg in left:  # clean up, then fail: a documented example must not leave streams behind
-        Path("/dev/shm", seg).unlink(missing_ok=True)
+    p, left = run_and_clean(code)  # cleaned up first, then judged
     assert p.returncode == 0, f"{block_id} failed:\n{p.stdout}\n{p.stderr}"
     assert not left, f"{block_id} left {sorted(left)} in /dev/shm"
 
@@ -90,8 +101,9 @@ def test_readme_block_runs_twice_in_a_row():
     first run must not leave anything that breaks the second)."""
     first = next(code for _, _, code, runs in blocks(ROOT / "README.md") if runs)
     for attempt in range(2):
-        p = run_block(first)
+        p, left = run_and_clean(first)  # a failed run must not leave /dev/shm/framebus.camera
         assert p.returncode == 0, f"run {attempt + 1}:\n{p.stdout}\n{p.stderr}"
+        assert not left, f"run {attempt + 1} left {sorted(left)} in /dev/shm"
 
 
 def mentioned_names(paths: List[Path]) -> List[Tuple[str, str]]:
@@ -144,4 +156,40 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     names = {n for n, _ in mentioned_names([bad]) if not resolve(n)}
     assert names == {"framebus.pipe.configure", "framebus.pipe.pipe_stats"}
     (_, _, code, _), = all_blocks([bad])
-    assert run_block(code).returncode != 0
+    p, left = run_and_clean(code)
+    assert p.returncode != 0 and not left
+
+
+def test_a_failing_block_leaves_nothing_behind():
+    """A block that dies with its stream still open (no with block, no unlink) is cleaned up
+    by the test, so the next run of the same block is not refused with StreamExistsError."""
+    code = "import numpy as np, framebus\nframebus.create('docs-selftest-crash', shape=(2,))\nraise SystemExit(3)\n"
+    for _ in range(2):
+        p, left = run_and_clean(code)
+        assert p.returncode == 3 and left == {"framebus.docs-selftest-crash"}
+    assert "framebus.docs-selftest-crash" not in segments()
+
+
+#: Modules whose docstrings hold examples (``>>>``): they run as doctests.
+DOCTEST_MODULES = ["framebus", "framebus.pipes", "framebus.tuning", "framebus.ffmpeg", "framebus.net"]
+
+
+@pytest.mark.parametrize("module_name", DOCTEST_MODULES)
+def test_docstring_examples_pass(module_name):
+    import framebus
+
+    module = importlib.import_module(module_name)
+    tests = [t for t in doctest.DocTestFinder().find(module) if t.examples]
+    assert tests, f"{module_name} has no examples any more: take it off DOCTEST_MODULES"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    before = segments()
+    try:
+        for t in tests:
+            runner.run(t, out=lambda text: print(text, end=""))
+    finally:
+        mine = {s for s in segments() - before if framebus.stat(s[len("framebus.") :]).creator_pid == os.getpid()}
+        for seg in mine:
+            Path("/dev/shm", seg).unlink(missing_ok=True)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} doctest example(s) of {module_name} failed (output above)"
+    assert not mine, f"the examples of {module_name} left {sorted(mine)} in /dev/shm"

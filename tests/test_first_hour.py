@@ -48,6 +48,45 @@ def test_a_cast_that_loses_values_is_refused_and_nothing_written(name, dtype, va
         assert w.write_sequence == 1 and w.read().tolist() == [0, 0, 0]
 
 
+@pytest.mark.parametrize(
+    "src,dtype,value,stored",
+    [
+        (np.int64, np.float16, 70000, "inf"),
+        (np.int32, np.float16, 70000, "inf"),
+        (np.uint32, np.float16, 70000, "inf"),
+        (np.int16, np.float16, 2049, "2048.0"),
+        (np.int64, np.float32, 2**40 + 1, "1099511627776.0"),
+        (np.int32, np.float32, 2**24 + 1, "16777216.0"),
+        (np.int64, np.float64, 2**53 + 1, "9007199254740992.0"),
+        (np.uint64, np.float32, 2**64 - 1, r"1.8446744073709552e\+19"),
+    ],
+)
+def test_an_int_to_float_cast_that_changes_a_value_is_refused(name, src, dtype, value, stored):
+    with framebus.create(name, shape=(3,), dtype=dtype) as w:
+        w.write(np.zeros(3, dtype))
+        with pytest.raises(ValueError, match=rf"{np.dtype(src)} value {value} at index \(1,\).*stored as {stored}.*astype") as err:
+            w.write(np.array([1, value, 2], src))
+        assert "nothing was written" in str(err.value)
+        assert w.write_sequence == 1 and w.read().tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "src,dtype,values",
+    [
+        (np.uint8, np.float32, [0, 128, 255]),
+        (np.uint8, np.float16, [0, 128, 255]),
+        (np.int16, np.float32, [-32768, 0, 32767]),
+        (np.int32, np.float64, [-(2**31), 0, 2**31 - 1]),
+        (np.int64, np.float32, [2**40, -(2**24), 3]),  # large, but exact in float32
+        (np.int64, np.float16, [-2048, 2048, 65504]),
+    ],
+)
+def test_an_int_to_float_cast_that_keeps_every_value_is_accepted(name, src, dtype, values):
+    with framebus.create(name, shape=(3,), dtype=dtype) as w:
+        w.write(np.array(values, src))
+        assert w.read().tolist() == values
+
+
 def test_a_cast_that_only_rounds_is_accepted(name):
     with framebus.create(name, shape=(2,), dtype=np.float32) as w:
         w.write(np.array([0.1, 3e38]))
@@ -102,6 +141,105 @@ def test_a_write_after_end_starts_again(name):
         w.write(np.full(2, 2, np.uint8))
         assert not w.ended
         assert r.read_new(timeout=1).tolist() == [2, 2]
+
+
+def test_leaving_the_writers_with_block_ends_the_stream_for_a_reader_in_another_process(name, spawn):
+    """The README's idiom: a reader blocked with no timeout in another process gets every
+    frame and then StreamEndedError when the writer's `with` block exits (no end() call)."""
+    with framebus.create(name, shape=(2,), dtype=np.int32, slots=8, auto_unlink=True) as cam:
+        child = spawn(
+            f"""
+            r = framebus.open({name!r}, mode="lossless")
+            say("ready")
+            try:
+                while True:
+                    say(int(r.read_new(timeout=None)[0]))
+            except framebus.StreamEndedError:
+                say("ended")
+            """
+        )
+        child.expect("ready")
+        for i in range(3):
+            cam.write(np.full(2, i, np.int32), timeout=10)
+    assert [child.line() for _ in range(4)] == ["0", "1", "2", "ended"]
+    child.finish()
+
+
+def test_closing_the_writer_wakes_a_reader_waiting_without_timeout(name):
+    import threading
+
+    w = framebus.create(name, shape=(2,), dtype=np.uint8)
+    r = framebus.open(name, mode="lossless")
+    got: list = []
+
+    def wait() -> None:
+        try:
+            got.append(r.read_new(timeout=None).tolist())
+            r.read_new(timeout=None)
+        except Exception as exc:  # noqa: BLE001 - what the waiter got is the result
+            got.append(type(exc))
+
+    t = threading.Thread(target=wait)
+    t.start()
+    try:
+        w.write(np.ones(2, np.uint8))
+        w.close()
+        t.join(60)
+        assert got == [[1, 1], framebus.StreamEndedError]
+    finally:
+        r.close()  # wakes the thread if the end never came
+        t.join(60)
+        framebus.unlink(name)
+
+
+def test_only_the_last_writer_ends_the_stream_when_it_closes(name):
+    with framebus.create(name, shape=(2,), dtype=np.uint8) as w, framebus.open(name) as watch:
+        w.write(np.ones(2, np.uint8))
+        for reader in (framebus.open(name), framebus.open(name, mode="lossless"), framebus.open(name, readonly=True)):
+            reader.read()
+            reader.close()
+            assert not watch.ended, reader
+        other = framebus.open(name)
+        other.write(np.zeros(2, np.uint8))  # an opened handle that wrote is a writer ...
+        other.close()
+        assert not watch.ended  # ... but the creator still writes: not the end yet
+        w.close()
+        assert watch.ended  # the last writer closed
+        other = framebus.open(name)
+        other.write(np.ones(2, np.uint8))  # a write clears the end (a restarted producer)
+        assert not watch.ended
+        other.close()
+        assert watch.ended
+        tagged = framebus.open(name)
+        tagged.write(np.ones(2, np.uint8))
+        tagged.set_role("play")  # a writer's role may change; it stays a writer
+        tagged.close()
+        assert watch.ended
+        framebus.unlink(name)
+
+
+def test_writers_in_other_processes_keep_the_stream_going(name, spawn):
+    with framebus.create(name, shape=(2,), dtype=np.uint8) as w, framebus.open(name, mode="lossless") as r:
+        child = spawn(
+            f"""
+            s = framebus.open({name!r})
+            s.write(np.full(2, 7, np.uint8))
+            say("wrote")
+            hear()
+            s.close()
+            say("closed")
+            """
+        )
+        child.expect("wrote")
+        w.close()  # the child still writes
+        assert not r.ended and r.read_new(timeout=30).tolist() == [7, 7]
+        child.send("close")
+        child.expect("closed")
+        assert r.ended
+        with pytest.raises(framebus.StreamEndedError):
+            r.read_new(timeout=30)
+        child.finish()
+        framebus.unlink(name)
 
 
 def _count_frames(name: str, q) -> None:
@@ -188,3 +326,59 @@ def test_bench_hints_keep_the_extra_name():
     if "is not installed" in res.stdout:
         assert "framebus[bench]" in res.stdout
     assert transport is not None
+
+
+def test_play_wait_readers_does_not_count_the_writers_handle(name, tmp_path):
+    """A stream whose creator is attached and nobody reads: `--wait-readers 1` waits for a
+    reader (the creator's handle is not one) and gives up with exit 1."""
+    from framebus.ffmpeg import VideoWriter
+
+    clip = tmp_path / "clip.mp4"
+    with VideoWriter(str(clip), (32, 32), fps=30, preset="ultrafast") as video:
+        video.write(np.zeros((32, 32, 3), np.uint8))
+    with framebus.create(name, shape=(32, 32, 3), dtype=np.uint8) as w:
+        res = run_cli("play", str(clip), name, "--quiet", "--wait-readers", "1", "--wait-timeout", "0.3")
+        assert res.returncode == 1 and "0 of 1 readers" in res.stderr, res.stderr
+        assert w.write_sequence == 0
+
+
+def test_a_different_spec_is_named_with_numpy_dtype_names(name):
+    with framebus.create(name, shape=(4, 3), dtype=np.uint8) as w:
+        with pytest.raises(framebus.StreamExistsError) as err:
+            framebus.create(name, shape=(4,), dtype=np.float32, exist_ok=True)
+        text = str(err.value)
+        assert "existing dtype uint8 shape (4, 3)" in text and "requested dtype float32 shape (4,)" in text
+        assert "|u1" not in text and "<f4" not in text
+        w.unlink()
+
+
+def test_the_ffmpeg_hint_quotes_the_extra(monkeypatch):
+    import builtins
+
+    from framebus.ffmpeg import find_ffmpeg
+
+    real_import = builtins.__import__
+
+    def no_imageio(mod, *args, **kwargs):
+        if mod == "imageio_ffmpeg":
+            raise ImportError("not installed")
+        return real_import(mod, *args, **kwargs)
+
+    monkeypatch.delenv("FRAMEBUS_FFMPEG", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(builtins, "__import__", no_imageio)
+    with pytest.raises(FileNotFoundError, match=r"pip install 'framebus\[ffmpeg\]'"):
+        find_ffmpeg()
+
+
+def test_stream_frames_docstring_says_it_stops_at_the_end():
+    assert "end of the stream" in framebus.Stream.frames.__doc__
+
+
+def test_slow_pipeline_example_documents_its_options():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, os.path.join(root, "examples", "slow_pipeline.py"), "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    help_text = " ".join(res.stdout.split())
+    for option, words in (("--prefix", "stream names"), ("--fps", "frames per second"), ("--slow-ms", "slow sink"), ("--seconds", "how long")):
+        assert option in help_text and words in help_text, option

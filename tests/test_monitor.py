@@ -78,4 +78,4 @@ def test_top_interval_must_be_a_positive_number():
     for bad in ("-1", "0", "nan", "inf"):
         p = subprocess.run([sys.executable, "-m", "framebus", "top", "--once", "--interval", bad], capture_output=True, text=True, timeout=60, env={**os.environ})
         assert p.returncode == 2, (bad, p.stderr)
-        assert p.stderr.strip() == f"framebus top: --interval must be a positive number of seconds, got {float(bad):g}"
+        assert p.stderr.startswith("usage: framebus top") and f"argument --interval: must be a positive number, got {bad}" in p.stderr

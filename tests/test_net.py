@@ -149,12 +149,16 @@ def test_sequence_numbers_cross_the_wire_and_a_replaced_source_continues(mode, n
         assert missed == (5 if mode == "lossless" else missed)
         # The source is replaced (its numbers start at 1 again): the local stream goes on from
         # 11, so its readers never see a number go backwards.
-        src.unlink()
+        src.unlink()  # its writer: ends the stream, and the end reaches the local readers
         src.close()
+        with pytest.raises(framebus.StreamEndedError):
+            dst.read_new_publication(timeout=BOUND)
         src = framebus.create(src_name, shape=shape, dtype=np.uint8)
         wait_until(lambda: pub.stats.spec_changes >= 1, "the publisher to follow the new source")
         for i in range(10, 14):
             write(src, i, shape)
+            if i == 10:  # the new source's first frame starts the local stream again
+                wait_until(lambda: not dst.ended, "the local stream to start again")
             got = dst.read_new_publication(timeout=BOUND)
             check(got, i, shape)
             assert got.count == i + 1 and src.write_sequence == i - 9
@@ -164,6 +168,75 @@ def test_sequence_numbers_cross_the_wire_and_a_replaced_source_continues(mode, n
     pub.stop()
     src.unlink()
     src.close()
+
+
+def _until_end(dst, last):
+    """The frame ids ``dst`` reads up to frame ``last`` and the end after it (StreamEndedError,
+    not a timeout). An end seen before ``last`` is the previous run's, which that run's first
+    frame clears."""
+    got = []
+    deadline = time.monotonic() + BOUND
+    while not got or got[-1] != last:
+        try:
+            got.append(dst.read_new_publication(timeout=BOUND).frame_id)
+        except framebus.StreamEndedError:
+            assert time.monotonic() < deadline, f"the stream stayed ended after frames {got}"
+            time.sleep(0.01)
+    with pytest.raises(framebus.StreamEndedError):
+        dst.read_new(timeout=BOUND)
+    return got
+
+
+@pytest.mark.parametrize("mode", ["lossless", "latest"])
+def test_the_end_of_the_source_reaches_the_subscribers_readers(mode, names, bridges):
+    """The writer's end() travels: the publisher keeps serving and sends END after the last
+    frame, the subscriber ends its local stream (readers get every frame, then
+    StreamEndedError, not a timeout), and a restarted producer's frames are bridged again."""
+    shape = (8, 8, 3)
+    src_name, dst_name = names("src"), names("dst")
+    with framebus.create(src_name, shape=shape, dtype=np.uint8, slots=4, auto_unlink=True):
+        pub = net.publish(src_name, "tcp://127.0.0.1:*", mode=mode)
+        bridges(pub)
+        sub = net.subscribe(pub.endpoint, dst_name, timeout=BOUND)
+        bridges(sub)
+        with framebus.open(dst_name, mode="lossless") as dst:
+            for run in range(2):  # the second run: a restarted producer after the end
+                ids = list(range(10 * run, 10 * run + 10))
+                with framebus.open(src_name) as producer:
+                    for i in ids:
+                        write(producer, i, shape)
+                    producer.end()
+                got = _until_end(dst, ids[-1])
+                if mode == "lossless":
+                    assert got == ids
+                else:
+                    assert got and got[-1] == ids[-1] and got == sorted(set(got))
+                assert dst.ended and sub.source_ended
+                wait_until(lambda: pub.source_ended, "the publisher to see the end")
+                assert pub.error is None and sub.error is None
+                assert pub.stats.state == "source ended"
+        sub.stop()
+        pub.stop()  # raises the bridge's error, if it had one
+
+
+def test_a_subscriber_that_joins_an_ended_source_is_told(names, bridges):
+    shape = (4, 4)
+    src_name, dst_name = names("src"), names("dst")
+    with framebus.create(src_name, shape=shape, dtype=np.uint8, auto_unlink=True) as src:
+        pub = net.publish(src_name, "tcp://127.0.0.1:*", mode="lossless")
+        bridges(pub)
+        for i in range(3):
+            write(src, i, shape)
+        src.end()
+        sub = net.subscribe(pub.endpoint, dst_name, timeout=BOUND)
+        bridges(sub)
+        wait_until(lambda: sub.source_ended, "the END to arrive")
+        with framebus.open(dst_name, mode="lossless") as dst:
+            assert dst.ended and dst.read_publication().frame_id == 2 and sub.stats.frames == 3
+            with pytest.raises(framebus.StreamEndedError):
+                dst.read_new(timeout=BOUND)
+        sub.stop()
+        pub.stop()
 
 
 def test_other_dtypes_and_fallback_paths(names, bridges, monkeypatch):

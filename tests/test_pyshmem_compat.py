@@ -43,6 +43,24 @@ def test_native_streams_open_through_compat(name: str) -> None:
         w.unlink()
 
 
+def test_compat_write_casts_silently_like_pyshmem(name: str) -> None:
+    """docs/pyshmem.md: through framebus.pyshmem a cast that changes values is done (as
+    pyshmem's np.asarray does); the native write refuses it."""
+    import warnings
+
+    with pyshmem.create(name, shape=(2,), dtype=np.float16, auto_unlink=True) as shm:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's own overflow warning, as under pyshmem
+            shm.write(np.array([1, 70000], np.int64))
+        assert shm.read().tolist() == [1.0, float("inf")]
+        native = framebus.open(name)
+        try:
+            with pytest.raises(ValueError, match="70000"):
+                native.write(np.array([1, 70000], np.int64))
+        finally:
+            native.close()
+
+
 def test_uint64_frame_ids_keep_their_bits(name: str) -> None:
     with pyshmem.stream(name, shape=(1,)) as shm:
         shm.write(np.zeros(1, np.float32), frame_id=2**64 - 2)

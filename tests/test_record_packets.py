@@ -61,6 +61,25 @@ def test_record_remuxes_encoded_packets(name, tmp_path):
     assert len(got) == 8 and got[0].shape == (48, 64, 3)
 
 
+def test_record_of_packets_finishes_the_file_when_the_stream_ends(name, tmp_path):
+    out = tmp_path / "ended.mkv"
+    packets = jpeg_packets(5)
+    stream = framebus.create(name, capacity="1MiB")
+    try:
+        proc = cli("record", name, str(out), "--fps", "10", "--quiet")
+        wait_attached(stream, 2, proc)
+        for p in packets:
+            stream.write(p, codec="mjpeg", timeout=30)
+        stream.end()
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        assert "recorded 5 packets" in stderr and "the stream ended" in stderr
+    finally:
+        stream.unlink()
+    with VideoReader(str(out)) as r:
+        assert sum(1 for _ in r) == 5
+
+
 @pytest.mark.parametrize("value", [np.zeros((4, 4), np.uint8), b"no codec given"], ids=["array", "bytes-without-codec"])
 def test_record_refuses_frames_that_are_not_packets(name, tmp_path, value):
     stream = framebus.create(name, capacity="64KiB")

@@ -108,6 +108,35 @@ def make_clip(path, n: int = 15, fps: int = 30) -> None:
             w.write(frame(i))
 
 
+def test_record_finishes_the_file_when_play_ends_the_stream(name, tmp_path):
+    """`framebus play` ends the stream after its last frame; `framebus record` takes that as
+    the normal end: every frame is in the finished file, "recorded N frames", exit 0."""
+    clip = tmp_path / "clip.mp4"
+    make_clip(clip, 20)
+    out = tmp_path / "out.mp4"
+    play = cli("play", str(clip), name, "--fast", "--quiet", "--wait-readers", "1")
+    rec = None
+    try:
+        while name not in framebus.list_streams():  # play creates it, then waits for a reader
+            assert play.poll() is None, play.communicate()
+            time.sleep(0.02)
+        rec = cli("record", name, str(out), "--preset", "ultrafast", "--quiet")
+        _, rec_err = rec.communicate(timeout=120)
+        _, play_err = play.communicate(timeout=120)
+    finally:
+        for p in (play, rec):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate()
+    assert play.returncode == 0 and "played 20 frames" in play_err, play_err
+    assert rec.returncode == 0, rec_err
+    assert "recorded 20 frames" in rec_err and "the stream ended" in rec_err, rec_err
+    with VideoReader(str(out)) as r:
+        got = list(r)
+    assert len(got) == 20
+    assert abs(int(got[12].mean()) - int(frame(12).mean())) <= 3
+
+
 def test_play_decodes_a_video_into_a_stream(name, tmp_path):
     clip = tmp_path / "clip.mp4"
     make_clip(clip, 15)

@@ -562,10 +562,14 @@ def test_readonly_handle_refuses_writes(name):
         r = framebus.open(name, readonly=True)
         assert r.readonly
         np.testing.assert_array_equal(r.read(), [1, 1])
-        for call in (lambda: r.write(np.zeros(2, np.float32)), r.clear, r.acquire, r.unlink):
-            with pytest.raises(PermissionError):
+        for call in (lambda: r.write(np.zeros(2, np.float32)), r.clear, r.acquire, r.unlink, r.end, r.loan, r.locked().__enter__):
+            with pytest.raises(framebus.StreamPermissionError, match="read-only"):
                 call()
-        assert w.write_sequence == 1
+        with pytest.raises(PermissionError, match="read-only"):
+            with r.loan() as buf:
+                buf[:] = 42
+        assert w.write_sequence == 1 and not w.ended
+        np.testing.assert_array_equal(r.read(), [1, 1])
         r.close()
         w.unlink()
 

@@ -243,6 +243,34 @@ def test_top_once_prints_a_table(name):
             h.close()
 
 
+def test_top_once_at_80_columns_keeps_long_names_whole(name):
+    """As `framebus ls`: a 67-character name is never cut, columns that do not fit whole are
+    left out (never squeezed to nothing) and the note says which."""
+    long = (name + "-a-rather-long-camera-name-for-the-top-view-" + "x" * 67)[:67]
+    w = framebus.create(long, shape=(4,), dtype=np.uint8)
+    r = framebus.open(long, mode="lossless")
+    try:
+        w.write(np.zeros(4, np.uint8))
+        env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
+        p = subprocess.run([sys.executable, "-m", "framebus", "top", "--once", "--interval", "0.1", long], capture_output=True, text=True, timeout=60, env=env)
+        assert p.returncode == 0, p.stderr
+        out = p.stdout
+        assert long in out and "…" not in out and "..." not in out
+        assert "┃┃" not in out and "││" not in out and "┳┳" not in out  # no column squeezed to nothing
+        header = next(line for line in out.splitlines() if "stream / handle" in line)
+        shown = [h.strip() for h in header.strip("┃ ").split("┃")]
+        from framebus.commands.top import HEADERS
+
+        dropped = [h for h in HEADERS if h not in shown]
+        assert shown[0] == "stream / handle" and dropped and all(h in HEADERS for h in shown)
+        note = " ".join(out.split())
+        assert f"({', '.join(dropped)} not shown at this width" in note
+        assert max(len(line) for line in out.splitlines()) <= 80
+    finally:
+        r.close()
+        w.unlink()
+
+
 def test_hz_and_echo(name):
     w = framebus.create(name, shape=(2, 3), dtype=np.float32)
     stop = threading.Event()

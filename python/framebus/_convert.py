@@ -64,7 +64,8 @@ def normalize_dtype(dtype: Any) -> np.dtype:
 def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> np.ndarray:
     """``value`` as a C-contiguous array of ``dtype`` and ``shape`` (a copy), or ValueError /
     TypeError saying what is wrong. Arrays of another dtype are converted only when NumPy's
-    "same_kind" rule allows it (float64 -> float32 yes, float -> int no)."""
+    "same_kind" rule allows it (float -> int is refused) and no value changes beyond a float's
+    rounding (see :func:`lossless_cast`)."""
     if isinstance(value, np.ndarray):
         arr = value
     else:
@@ -88,25 +89,58 @@ def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> 
     return lossless_cast(arr, dtype, name)
 
 
+def _exact_ints(src: np.dtype, dst: np.dtype) -> bool:
+    """Whether every value of integer type ``src`` is exactly a value of float/complex type
+    ``dst`` (uint8 -> float16/32, int16 -> float32, int32 -> float64: yes; int64 -> float64,
+    int32 -> float32: no)."""
+    info = np.iinfo(src)
+    return max(-int(info.min), int(info.max)) <= 2 ** (np.finfo(dst).nmant + 1)
+
+
+def _changed_ints(arr: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Where the integers ``arr`` did not survive conversion to the floats ``out``: an inf, a
+    value outside ``arr``'s range, or one that does not convert back to the same integer."""
+    real = out.real if out.dtype.kind == "c" else out
+    info = np.iinfo(arr.dtype)
+    low, high = np.float64(info.min), np.float64(2.0 ** info.bits if info.min == 0 else 2.0 ** (info.bits - 1))
+    wide = real.astype(np.float64)  # exact for float16/32/64; the bounds are powers of 2
+    bad = ~np.isfinite(wide) | (wide < low) | (wide >= high)
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = np.where(bad, 0, real).astype(arr.dtype)
+    return bad | (back != arr)
+
+
 def lossless_cast(arr: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
-    """``arr`` converted to ``dtype`` (a C-contiguous copy), or InvalidArgumentError when the
-    conversion would change a value beyond rounding: a finite number that overflows to inf, or
-    an integer that does not fit. Rounding (float64 -> float32) is not a lost value."""
+    """``arr`` converted to ``dtype`` (a C-contiguous copy), or InvalidArgumentError naming the
+    first value that would change, its index and the fix (nothing is written then):
+
+    - float -> float: a finite number that overflows to inf (float64 1e300 into float32).
+      Rounding (float64 0.1 into float32) is not refused;
+    - int -> int: a value out of the target's range (it would wrap around);
+    - int -> float: a value that does not convert back to the same integer: overflow to inf
+      (70000 into float16) or rounding (2**40 + 1 into float32). Integer types whose every value
+      is exact in the float (uint8 images into float32) are converted without a check."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ascontiguousarray(arr, dtype=dtype)
-    if dtype.kind in "fc" and arr.dtype.kind in "fc":
+    src, dst = arr.dtype.kind, dtype.kind
+    if dst in "fc" and src in "fc":
         bad = np.isfinite(arr) & ~np.isfinite(out)
-    elif dtype.kind in "iu" and arr.dtype.kind in "iu":
+        how = "overflow to inf"
+    elif dst in "iu" and src in "iu":
         info = np.iinfo(dtype)
         bad = (arr < info.min) | (arr > info.max)
+        how = f"wrap around (the range is {info.min} to {info.max})"
+    elif dst in "fc" and src in "iu" and not _exact_ints(arr.dtype, dtype):
+        bad = _changed_ints(arr, out)
+        how = f"change: overflow to inf, or rounding, as {dtype} holds integers exactly only up to 2**{np.finfo(dtype).nmant + 1}"
     else:
         return out
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
-        how = "overflow to inf" if dtype.kind in "fc" else f"wrap around (the range is {np.iinfo(dtype).min} to {np.iinfo(dtype).max})"
+        stored = out[index].item()
         raise InvalidArgumentError(
             f"stream {name!r} takes dtype {dtype}: the {arr.dtype} value {arr[index].item()!r} at index {index} "
-            f"does not fit ({int(bad.sum())} value(s) would {how}); nothing was written. "
+            f"does not fit (it would be stored as {stored!r}; {int(bad.sum())} value(s) would {how}); nothing was written. "
             f"Scale or clip the data first, or convert it yourself with .astype({str(dtype)!r}) if that is what you want"
         )
     return out

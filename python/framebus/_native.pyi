@@ -151,6 +151,13 @@ class Stream:
         of "handle", "bridge out", "bridge in", "record", "play", "monitor", "writer"; ``label`` a
         short text such as an endpoint or a file (cut at 48 bytes). InvalidArgumentError for
         another role."""
+    @property
+    def role(self) -> str:
+        """This handle's role as monitors show it: what ``set_role`` tagged it, or "writer" once
+        it took the write lock (its first write, loan or clear). ``framebus.Stream.close`` ends
+        the stream for a handle of a writing role ("writer", "bridge in", "play") when no other
+        live handle writes. StreamClosedError on a closed handle."""
+    def _other_writers(self) -> int: ...
     def end(self) -> None:
         """Ends the stream (end of file): readers blocked in read_new/wait_view/wait wake at
         once; a lossless reader first gets every frame it has not read, then each raises

@@ -13,19 +13,32 @@ COMMANDS = ["demo", "ls", "top", "hz", "echo", "doctor", "gc", "bench", "record"
 
 
 EXIT_STATUS = """exit status (every command):
-  0    success
+  0    success; an ended stream (its writer called end() or closed) is a normal end
   1    a runtime error: a stream or file that does not exist, FFmpeg not found, a failed
        write or encode, a check that failed (the message says what to do)
-  2    a usage error: unknown command or option, a bad argument value
+  2    a usage error: unknown command or option, a bad argument value (a number out of
+       range, an invalid stream name); the command's usage says what it takes
   130  interrupted (Ctrl-C)"""
+
+
+#: What a command line user can do about a stream that does not exist (the library's message
+#: tells a Python caller to call framebus.create instead).
+NOT_FOUND_HINT = (
+    "start the program or command that writes it first (for example `framebus play VIDEO NAME` or "
+    "`framebus bridge subscribe ENDPOINT NAME`), or check the name with `framebus ls`"
+)
 
 
 def error_text(exc: BaseException) -> str:
     """The message of an error for the terminal: an OSError's own text without the
-    ``[Errno N]`` prefix and without repeating the file name."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return str(exc.strerror)
-    return str(exc)
+    ``[Errno N]`` prefix and without repeating the file name; for a missing stream, what to
+    run rather than which Python function to call."""
+    text = str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
+    from .errors import StreamNotFoundError
+
+    if isinstance(exc, StreamNotFoundError) and "; create it first with framebus.create(" in text:
+        text = text.split("; create it first with framebus.create(", 1)[0] + "; " + NOT_FOUND_HINT
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,23 +57,34 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
+        _know_parser(p)
     return parser
+
+
+def _know_parser(parser: argparse.ArgumentParser) -> None:
+    """Records in the parsed arguments which (sub)command's parser took them, so an unknown
+    option is reported with that command's usage (see ``main``)."""
+    parser.set_defaults(_parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _know_parser(child)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Unknown options are left over by the subcommand's parser; argparse would report them
+    # with the top-level usage. The innermost subcommand's parser reports them (exit 2).
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from .commands._args import UsageError
     from .errors import FramebusError
 
     try:
         return int(args._run(args) or 0)
-    except UsageError as exc:
-        print(f"framebus {args.command}: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -83,7 +83,7 @@ def find_ffmpeg(ffmpeg: Optional[str] = None) -> str:
     raise FFmpegNotFoundError(
         2,
         "FFmpeg not found (tried " + ", ".join(tried) + "); install it with `pip install imageio-ffmpeg` "
-        "(or `pip install framebus[ffmpeg]`), put ffmpeg on PATH or set FRAMEBUS_FFMPEG",
+        "(or `pip install 'framebus[ffmpeg]'`), put ffmpeg on PATH or set FRAMEBUS_FFMPEG",
     )
 
 

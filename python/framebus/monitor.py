@@ -10,11 +10,11 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _native
 from .info import StreamInfo, list_streams, stat
 
-__all__ = ["snapshot", "measure", "document", "WRITING_ROLES"]
+__all__ = ["snapshot", "measure", "document", "readers", "WRITING_ROLES"]
 
-#: Roles of handles that write the stream rather than read it: a handle that took the write
-#: lock ("writer", set by the ring), a bridge subscriber ("bridge in") and ``framebus play``.
-#: They consume nothing, so they have no lag (their ``consumed`` stays 0).
+#: Roles of handles that write the stream rather than read it: ``create()`` tags its handle
+#: "writer" (and the core tags a handle "writer" at its first write), a bridge subscriber
+#: "bridge in" and ``framebus play`` "play". They consume nothing, so they have no lag.
 WRITING_ROLES = frozenset({"writer", "bridge in", "play"})
 
 
@@ -22,6 +22,14 @@ def snapshot(name: str) -> Dict[str, Any]:
     """The counters of stream ``name`` now (see ``framebus.stat`` for the fields).
     Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
     return dict(_native.stream_stats(name))
+
+
+def readers(name: str) -> "tuple[int, int]":
+    """(readers, lossless readers) attached to stream ``name`` now: live handles that are not
+    closed and do not write (the writer's own handle is not a reader), read without attaching.
+    Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
+    table = [r for r in _native.stream_stats(name)["readers"] if r["alive"] and r["mode"] != "closed" and r["role"] not in WRITING_ROLES]
+    return len(table), sum(1 for r in table if r["mode"] == "lossless")
 
 
 def _rate(after: float, before: float, seconds: float) -> float:

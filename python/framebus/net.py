@@ -1,8 +1,10 @@
 """Bridges: a stream on one machine, read on another, over ZeroMQ (pyzmq).
 
->>> pub = framebus.net.publish("camera", "tcp://*:5555")                 # on the camera box
->>> sub = framebus.net.subscribe("tcp://camera-box:5555", "camera")       # on the other machine
->>> framebus.open("camera").read_new(timeout=1)                          # local readers as usual
+>>> pub = framebus.net.publish("camera", "tcp://*:5555")            # on the camera box  # doctest: +SKIP
+>>> sub = framebus.net.subscribe("tcp://camera-box:5555", "camera")  # on the other machine  # doctest: +SKIP
+>>> framebus.open("camera").read_new(timeout=1)                     # local readers as usual  # doctest: +SKIP
+
+(Skipped as a doctest: it needs two machines and a running producer.)
 
 ``publish`` follows a local stream and sends each frame, zero-copy from its slot (the slot stays
 pinned until ZeroMQ has sent it). ``subscribe`` writes the frames into a local stream it creates
@@ -86,6 +88,10 @@ def publish(
     subscribers allowed to connect (without it any subscriber that has the publisher's public
     key may). ``status``: keep a record for ``framebus ls``.
 
+    The end of the source stream (its writer's ``end()``, or the writer closing its handle)
+    does not stop the publisher: it sends END to every subscriber after the last frame
+    (``source_ended`` is then True) and bridges the frames of a restarted producer as before.
+
     Raises StreamNotFoundError (FileNotFoundError) if the stream does not exist,
     EndpointError (ValueError) for a malformed endpoint, EndpointInUseError (OSError) if it is
     taken, ValueError/TypeError for bad arguments, ImportError if ``compress`` needs a missing
@@ -126,7 +132,9 @@ def subscribe(
     count (``slots`` overrides the latter), re-created when the publisher's spec changes (local
     readers reopen it), and removed on ``stop()`` unless ``keep=True`` or it was not created by
     this bridge. An existing stream of the same spec is written into. Each frame is copied once,
-    from ZeroMQ's receive buffer into its slot.
+    from ZeroMQ's receive buffer into its slot. When the publisher's source is ended, the local
+    stream is ended too (``Stream.end()``; ``source_ended`` is then True): local readers get
+    every frame, then StreamEndedError; the next frame that arrives starts it again.
 
     ``mode``: None takes the publisher's; "latest"/"lossless" insist on it. ``hwm``: frames in
     flight this end accepts. ``shape``/``dtype``: what the frames must be (SpecMismatchError

@@ -14,7 +14,8 @@ import numpy as np
 
 from . import _native
 from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
-from .errors import InvalidArgumentError, StreamClosedError, StreamNotFoundError, StreamPermissionError
+from .errors import InvalidArgumentError, StreamClosedError, StreamExistsError, StreamNotFoundError, StreamPermissionError
+from .monitor import WRITING_ROLES
 
 __all__ = ["Stream", "Publication", "create", "open", "unlink"]
 
@@ -74,6 +75,16 @@ class Stream(_native.Stream):
 
     _readonly = False
     _auto_unlink = False
+    def _end_if_last_writer(self) -> None:
+        """Ends the stream when this handle writes to it (it created the stream, took the write
+        lock, or was tagged with a writing role) and no other live handle does (several
+        writers: the stream ends when the last one closes)."""
+        if self.closed or self.role not in WRITING_ROLES or self._other_writers():
+            return
+        try:
+            self.end()
+        except StreamClosedError:  # closed by another thread meanwhile
+            pass
 
     # -- locking ---------------------------------------------------------------------------
     @contextmanager
@@ -113,8 +124,10 @@ class Stream(_native.Stream):
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, self.missed)
 
     def frames(self, timeout: Optional[float] = None, *, copy: bool = False, out: Optional[np.ndarray] = None) -> Iterator[Any]:
-        """Yields every new frame this handle has not seen, until the handle is closed or no
-        frame arrives within ``timeout`` (then the iterator ends).
+        """Yields every new frame this handle has not seen, until the end of the stream (the
+        writer called ``end()`` or closed its handle: a lossless handle first gets every frame
+        it has not read), until the handle is closed, or until no frame arrives within
+        ``timeout``; then the iterator just ends (no StreamEndedError, no TimeoutError).
 
         ``copy=False`` (default) yields zero-copy :class:`Frame` views; each is released when
         the loop asks for the next one (keep ``frame.array`` to keep it pinned longer).
@@ -181,17 +194,30 @@ class Stream(_native.Stream):
     def close(self, *, timeout: float = 5.0) -> None:  # type: ignore[override]
         """Detaches this handle (idempotent). The stream stays until unlinked; waits blocked
         on this handle in other threads stop with StreamClosedError. ``timeout`` is accepted
-        for pyshmem compatibility; closing never waits."""
+        for pyshmem compatibility; closing never waits.
+
+        Closing the writer ends the stream: when this handle created the stream
+        (``framebus.create``) or wrote to it (write, loan, clear), close() first calls
+        ``end()``, so readers blocked in read_new/wait_view/wait in any process wake at once,
+        get every frame they have not read (lossless) and then StreamEndedError. Leaving a
+        ``with`` block closes, so it ends the stream too. Closing a handle that only read never
+        ends it, and neither does closing one writer while another live handle still writes
+        (several writers: the last one to close ends the stream). A later write by any handle
+        clears the end (a restarted producer)."""
+        self._end_if_last_writer()
         super().close()
 
     def unlink(self) -> None:  # type: ignore[override]
         """Removes the stream's name and closes this handle. Other handles keep working until
-        they close. A newer stream created under the same name is left alone. Raises
-        StreamClosedError on a closed handle (``framebus.unlink(name)`` removes a stream by name)."""
+        they close. A newer stream created under the same name is left alone. A writer (see
+        ``close``) ends the stream first, so its readers see the end before the name is gone.
+        Raises StreamClosedError on a closed handle (``framebus.unlink(name)`` removes a stream
+        by name)."""
         if self._readonly:
             raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot unlink it")
         if self.closed:
             raise StreamClosedError(f"this handle on stream {self.name!r} is closed, so it cannot unlink it; remove the stream by name with framebus.unlink({self.name!r})")
+        self._end_if_last_writer()
         super().unlink()
         self.close()
 
@@ -223,21 +249,54 @@ class Stream(_native.Stream):
 
 
 class _ReadOnlyStream(Stream):
-    """A handle that refuses writes, clears, the write lock and unlink (pyshmem's readonly)."""
+    """A handle that refuses everything that writes or changes the stream (pyshmem's
+    readonly): write, loan, clear, end, the write lock and unlink raise StreamPermissionError
+    (a PermissionError) before anything is claimed or changed."""
 
     _readonly = True
 
-    def _refuse(self, what: str) -> None:
-        raise StreamPermissionError(1, f"stream {self.name!r} was opened read-only; it cannot {what}")
+    def _refuse(self, what: str) -> Any:
+        raise StreamPermissionError(
+            1, f"stream {self.name!r} was opened read-only; it cannot {what} (open it without readonly=True to write)"
+        )
 
     def write(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._refuse("write")
 
+    def _write_raw(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._refuse("write")
+
+    def loan(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._refuse("loan a slot to write")
+
     def clear(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._refuse("clear")
 
+    def end(self) -> None:
+        self._refuse("end the stream")
+
     def acquire(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._refuse("take the write lock")
+
+
+def _describe(capacity: Optional[int], dtype: Any, shape: Any, slots: Any, meta_capacity: Any) -> str:
+    """A stream spec in words, with NumPy's dtype names (uint8, float32)."""
+    if capacity is not None:
+        what = f"variable shape, capacity {capacity} bytes per frame"
+    else:
+        what = f"dtype {np.dtype(dtype)} shape {tuple(shape)}"
+    return f"{what}, slots {slots}, meta_capacity {meta_capacity}"
+
+
+def _existing_spec(name: str) -> str:
+    """``existing <spec>`` of stream ``name``, or what is known when it cannot be read."""
+    try:
+        info = _native.stream_info(name)
+    except (OSError, ValueError) as exc:
+        return f"existing: unreadable ({exc})"
+    if info.get("problem"):
+        return f"existing: {info['problem']}"
+    return "existing " + _describe(info["capacity"] if info["variable"] else None, info["dtype"], info["shape"], info["slots"], info["meta_capacity"])
 
 
 def _reopen(name: str, mode: str, readonly: bool) -> Stream:
@@ -273,6 +332,10 @@ def create(
     scripts, so that a stream never outlives the block (a script killed outright leaves it
     behind; ``exist_ok=True`` or ``framebus gc`` deal with that). ``notify`` is accepted for
     pyshmem compatibility and ignored: framebus readers always wait on a futex.
+
+    The returned handle is the stream's writer: its ``close()`` (or leaving its ``with`` block,
+    with or without ``auto_unlink``) ends the stream, so readers get every frame still unread
+    and then StreamEndedError instead of waiting for a timeout (see ``Stream.close``).
 
     ``capacity`` instead of ``shape`` creates a variable-shape stream: each slot holds up to
     ``capacity`` bytes of arrays (an int, or a string such as ``"32MiB"``), and every frame
@@ -323,8 +386,20 @@ def create(
             shown = (oct(low), oct(high)) if label == "mode" else (low, high)
             raise InvalidArgumentError(f"{label} must be between {shown[0]} and {shown[1]}, got {oct(value) if label == 'mode' and value >= 0 else value}")
     spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok), variable)
-    stream = Stream(name, create=spec)
+    try:
+        stream = Stream(name, create=spec)
+    except StreamExistsError as exc:
+        if not exist_ok or "different spec" not in str(exc):
+            raise
+        requested = _describe(dims[0] if variable else None, None if variable else dt, None if variable else dims, slots, meta_capacity)
+        raise StreamExistsError(
+            _errno.EEXIST,
+            f"stream {name!r} already exists with a different spec ({_existing_spec(name)}; requested {requested}): "
+            f"create it with the existing spec, use another name, or remove it first (framebus.unlink({name!r}) "
+            "from Python, or `framebus gc` if its creator died)",
+        ) from None
     stream._auto_unlink = bool(auto_unlink)
+    stream.set_role("writer")  # monitors show it as the writer; close() ends the stream
     return stream
 
 
@@ -332,7 +407,8 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device:
     """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
     ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
     ``"lossless"`` (the writer never overwrites a frame this handle has not read; it waits, and
-    its ``write(timeout=)`` raises TimeoutError instead). ``readonly=True`` refuses writes.
+    its ``write(timeout=)`` raises TimeoutError instead). ``readonly=True`` gives a handle that
+    refuses write, loan, clear, end, acquire and unlink with StreamPermissionError.
 
     Raises StreamNotFoundError (FileNotFoundError) when there is no such stream,
     IncompatibleStreamError / CorruptStreamError (ValueError) for a segment it cannot read,

@@ -619,6 +619,19 @@ Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
         Ok(())
     }
 
+    /// This handle's role as monitors show it: what set_role tagged it, or "writer" once it
+    /// took the write lock (its first write, loan or clear).
+    #[getter]
+    fn role(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(framebus::ring::monitor::role_name(self.handle(py)?.role()))
+    }
+
+    /// Live handles of this stream (this handle's segment, whatever its name now points to)
+    /// other than this one that write it and are not closed.
+    fn _other_writers(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.handle(py)?.other_writers())
+    }
+
     /// Ends the stream: readers blocked in read_new/wait_view/wait wake at once; each gets the
     /// frames it has not read yet (lossless), then StreamEndedError. A later write clears it.
     fn end(&self, py: Python<'_>) -> PyResult<()> {

@@ -1,4 +1,4 @@
-"""The bridge's wire format, version 2. Pure Python, no ZeroMQ: it only packs and checks bytes.
+"""The bridge's wire format, version 3. Pure Python, no ZeroMQ: it only packs and checks bytes.
 
 Every message starts with an 8-byte prefix ``<4sBBH``: magic ``b"FBNT"``, protocol version, kind,
 flags. Then, by kind (all integers little-endian):
@@ -17,6 +17,10 @@ HEARTBEAT  both       pub -> sub: u64 epoch; sub -> pub: empty
 BYE        both       empty: the sender stops (the other end forgets it at once)
 RESET      pub -> sub empty: "I do not know you" (the publisher restarted); answer with HELLO
 REFUSE     pub -> sub UTF-8 text: why the publisher will not serve this subscriber
+END        pub -> sub u64 source_id, u64 seq: the source's writer ended the stream after frame
+                      ``seq``; sent after that frame, and again after WELCOME to a subscriber that
+                      (re)connects while the source is still ended. The subscriber ends its local
+                      stream (``Stream.end()``); the next FRAME starts it again
 =========  =========  ======================================================================
 
 A receiver checks magic and version first. A peer of another version gets REFUSE (whose body
@@ -28,6 +32,10 @@ Version 2 carries variable-shape streams: their spec is the dtype string ``VARIA
 with the shape ``(capacity,)``, and a FRAME's payload is the frame as the source stores it, its
 table of arrays (names, dtypes, shapes, offsets) first, then the arrays; the receiving stream
 validates that table before it writes anything (see docs/layout.md, "Frame table").
+
+Version 3 adds END, so that the end of a stream (``Stream.end()``, or its writer closing) reaches
+the readers of the subscriber's local stream. Nothing else changed from version 2, but a version 2
+peer would ignore END, so the two versions refuse each other like any other pair.
 """
 
 from __future__ import annotations
@@ -39,13 +47,13 @@ from typing import Any, Dict, NamedTuple, Tuple, Union
 from .errors import ProtocolError
 
 MAGIC = b"FBNT"
-VERSION = 2
+VERSION = 3
 
 #: dtype string of the spec of a variable-shape stream (its shape is (capacity,)).
 VARIABLE = "var"
 
-HELLO, WELCOME, FRAME, ACK, HEARTBEAT, BYE, RESET, REFUSE = range(1, 9)
-KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", FRAME: "FRAME", ACK: "ACK", HEARTBEAT: "HEARTBEAT", BYE: "BYE", RESET: "RESET", REFUSE: "REFUSE"}
+HELLO, WELCOME, FRAME, ACK, HEARTBEAT, BYE, RESET, REFUSE, END = range(1, 10)
+KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", FRAME: "FRAME", ACK: "ACK", HEARTBEAT: "HEARTBEAT", BYE: "BYE", RESET: "RESET", REFUSE: "REFUSE", END: "END"}
 
 #: FRAME flags.
 F_ZSTD = 0x1
@@ -123,6 +131,18 @@ def unpack_ack(msg: Buffer) -> Tuple[int, int]:
     """(source_id, seq) of an ACK; ProtocolError if truncated."""
     if len(msg) < PREFIX.size + ACK_BODY.size:
         raise ProtocolError("truncated ACK message")
+    return ACK_BODY.unpack_from(msg, PREFIX.size)
+
+
+def pack_end(source_id: int, seq: int) -> bytes:
+    """An END: the source ``source_id`` was ended after its frame ``seq``."""
+    return prefix(END) + ACK_BODY.pack(source_id, seq)
+
+
+def unpack_end(msg: Buffer) -> Tuple[int, int]:
+    """(source_id, seq) of an END; ProtocolError if truncated."""
+    if len(msg) < PREFIX.size + ACK_BODY.size:
+        raise ProtocolError("truncated END message")
     return ACK_BODY.unpack_from(msg, PREFIX.size)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 import zmq
 
 from .. import stream as _stream
-from ..errors import InvalidArgumentError, StreamNotFoundError
+from ..errors import InvalidArgumentError, StreamEndedError, StreamNotFoundError
 from ..info import stat as _stat
 from . import codec, protocol as P
 from .errors import ProtocolError
@@ -51,7 +51,7 @@ def _wire_array(src: Any, frame: Any) -> Any:
 class _Peer:
     """A subscriber as the publisher sees it."""
 
-    __slots__ = ("identity", "name", "window", "inflight", "last_heard", "last_sent", "last_sent_seq", "dropped", "unreachable")
+    __slots__ = ("identity", "name", "window", "inflight", "last_heard", "last_sent", "last_sent_seq", "dropped", "unreachable", "told_end")
 
     def __init__(self, identity: bytes, name: str, window: int, now: float) -> None:
         self.identity = identity
@@ -65,6 +65,8 @@ class _Peer:
         self.last_sent_seq = 0
         self.dropped = 0
         self.unreachable = False
+        #: Whether this subscriber was sent END for the source's current end.
+        self.told_end = False
 
     def ready(self) -> bool:
         return not self.unreachable and len(self.inflight) < self.window
@@ -133,6 +135,10 @@ class Publisher(Bridge):
         #: Large frames copied because too many slots were pinned already (latest mode).
         self.copied = 0
         self.source_missed = 0
+        #: Whether the source's writer ended the stream (and has not written since), and the
+        #: source sequence of the last frame before that end.
+        self.source_ended = False
+        self._end_seq = 0
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
@@ -191,8 +197,10 @@ class Publisher(Bridge):
             raise StreamNotFoundError(2, f"stream {self.stream_name!r} keeps being replaced; cannot follow it")
         src.set_role("bridge out", f"-> {self.endpoint}")
         self._src, self._src_path, self._src_ino = src, path, ino
+        self.source_ended = False
         for peer in self._peers.values():
             peer.last_sent_seq = 0  # sequence numbers start again in a new segment
+            peer.told_end = False
         self._refresh = True  # send the newest frame at once (it was written before we attached)
         self._spec = spec_of(src)
         # A variable-shape frame is sent as it is stored (table first): through a view.
@@ -213,6 +221,8 @@ class Publisher(Bridge):
                 return
             if self.mode == "lossless" and self._src.write_sequence > self._src.last_seq:
                 return  # frames of the old segment still to send
+            if self._src.ended:
+                self._end_source()  # its writer ended it (closed it): say so before the next segment's frames
             self.source_missed += self._src.total_missed
             self._src.close()
             self._src = None
@@ -238,6 +248,9 @@ class Publisher(Bridge):
                     frame = src.view(timeout=0)
                 except TimeoutError:
                     return None
+                except StreamEndedError:
+                    self._end_source()
+                    return None
                 # Lossless: only the frame the reader saw at open; a newer one comes in order
                 # through wait_view (sending it now would skip the frames before it).
                 if self.mode == "latest" or frame.seq == src.last_seq:
@@ -249,6 +262,9 @@ class Publisher(Bridge):
                 return self._payload(pub.count, pub.timestamp_ns, pub.frame_id, pub.meta, pub.payload, None)
             frame = src.wait_view(timeout=SLICE_S)
         except TimeoutError:
+            return None
+        except StreamEndedError:  # every frame before the end was taken
+            self._end_source()
             return None
         return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, _wire_array(src, frame), frame)
 
@@ -310,10 +326,15 @@ class Publisher(Bridge):
             if self._pins_full():
                 continue
             got = self._take()
-            if got is not None:
-                self._serve(0)
-                seq = got[0]
-                self._publish(got, [p for p in self._peers.values() if p.ready() and p.last_sent_seq < seq])
+            if got is None:
+                if self.source_ended:
+                    self._serve(SLICE_S)  # nothing to take until the source's writer writes again
+                continue
+            self._serve(0)
+            seq = got[0]
+            if self.source_ended and seq > self._end_seq:
+                self._restart_source()
+            self._publish(got, [p for p in self._peers.values() if p.ready() and p.last_sent_seq < seq])
 
     def _publish(self, got: Tuple[int, int, int, bytes, Any, int, int], peers: List[_Peer]) -> None:
         seq, ts, fid, meta, payload, flags, nbytes = got
@@ -339,6 +360,26 @@ class Publisher(Bridge):
             self.frames += 1
             self.bytes += nbytes
             self.state = "running"
+
+    # -- the end of the source ---------------------------------------------------------------
+    def _end_source(self) -> None:
+        """The source's writer ended the stream and every frame before the end was taken: tell
+        every subscriber not told yet (END follows the last frame on each connection). Called
+        again while the source stays ended, for subscribers that joined or came back since."""
+        if not self.source_ended:
+            self._end_seq = self._src.last_seq
+            self.state = "source ended"
+            self.source_ended = True
+        for peer in self._peers.values():
+            if not peer.told_end and not peer.unreachable and self._send(peer, [P.pack_end(self._src_ino, self._end_seq)]):
+                peer.told_end = True
+
+    def _restart_source(self) -> None:
+        """A frame written after the end (a restarted producer): bridged as usual; the next end
+        is told again."""
+        self.source_ended = False
+        for peer in self._peers.values():
+            peer.told_end = False
 
     def _send(self, peer: _Peer, parts: List[Any]) -> bool:
         """Sends to one peer without blocking; a peer that is gone is marked (lossless: kept
@@ -427,7 +468,8 @@ class Publisher(Bridge):
             self._refresh = self.mode == "latest"  # a newcomer gets the current frame at once
         else:
             self.reconnects += 1
-        peer.window, peer.last_heard, peer.unreachable = window, now, False
+        # A (re)connected subscriber is told about an end again (after what is sent again).
+        peer.window, peer.last_heard, peer.unreachable, peer.told_end = window, now, False, False
         src = self._src
         spec = None if src is None else {"dtype": self._spec[0], "shape": list(self._spec[1]), "slots": src.slots, "meta_capacity": src.meta_capacity}
         welcome = {

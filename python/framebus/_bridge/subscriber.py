@@ -9,7 +9,10 @@ The local stream is created from the publisher's spec and re-created when that s
 Frames go straight from ZeroMQ's receive buffer into a slot (one copy, by write(); compressed
 frames are decompressed into a loaned slot) and keep the source's sequence number, timestamp,
 frame_id and metadata. When the publisher goes quiet for ``peer_timeout`` this end keeps saying HELLO until a
-publisher (the same or a restarted one) answers.
+publisher (the same or a restarted one) answers. When the source's writer ends its stream (``end()``,
+or closing its handle), the publisher sends END after the last frame and this end ends the local
+stream, so its readers get every frame and then StreamEndedError; the next frame (a restarted
+producer) starts it again.
 """
 
 from __future__ import annotations
@@ -106,6 +109,8 @@ class Subscriber(Bridge):
         self._said = 0.0
         self._hello_at = 0.0
         self._session = secrets.token_hex(8)
+        #: Whether the publisher said its source was ended (and no frame came since).
+        self.source_ended = False
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
@@ -235,6 +240,9 @@ class Subscriber(Bridge):
             return
         elif kind == P.WELCOME:
             self._welcome(P.unpack_json(first))
+        elif kind == P.END:
+            if self.connected:
+                self._end(*P.unpack_end(first))
         elif kind == P.RESET:
             self.connected = False
             self._hello_at = 0.0
@@ -261,6 +269,15 @@ class Subscriber(Bridge):
         if isinstance(spec, dict):
             self._ensure_stream((str(spec["dtype"]), tuple(int(d) for d in spec["shape"])), int(spec["slots"]), int(spec["meta_capacity"]))
         self.state = "running" if self._stream is not None else "waiting for the publisher's source"
+
+    def _end(self, source_id: int, seq: int) -> None:
+        """The source was ended after its frame ``seq``: every frame before END is stored (they
+        come first on the connection), so end the local stream; its readers get each frame they
+        have not read, then StreamEndedError."""
+        self.source_ended = True
+        if self._stream is not None:
+            self._stream.end()
+            self.state = "source ended"
 
     # -- frames ------------------------------------------------------------------------------
     def _frame(self, h: P.FrameHeader, payload: Any) -> None:
@@ -293,6 +310,9 @@ class Subscriber(Bridge):
         if h.source_id == self._source_id and self.last_seq and h.seq > self.last_seq + 1:
             self.dropped += h.seq - self.last_seq - 1
         self._source_id, self.last_seq = h.source_id, h.seq
+        if self.source_ended:  # a frame after the end: the write cleared the local end too
+            self.source_ended = False
+            self.state = "running"
         self.frames += 1
         self.bytes += h.nbytes
         self.wire_bytes += len(data)
@@ -427,9 +447,11 @@ class Subscriber(Bridge):
             )
             if info.creator_alive and not info.stale:
                 if not same:
+                    have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
+                    sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
                     raise SpecMismatchError(
-                        f"local stream {name!r} exists with shape {info.shape} and dtype {info.dtype}, and another process owns it; "
-                        f"the publisher sends shape {tuple(shape)} dtype {dt.str}: remove it or subscribe into another name"
+                        f"local stream {name!r} exists with {have}, and another process owns it; "
+                        f"the publisher sends {sends}: remove it or subscribe into another name"
                     )
                 return _stream.open(name), False
             if same and not info.stale:

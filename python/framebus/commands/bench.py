@@ -30,9 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true", help="print how this machine copies frames (kernel, threads, huge pages; framebus.tuning) before running; alone, print it and exit")
 
 
-def _fail(msg: str) -> int:
+def _fail(msg: str, status: int = 2) -> int:
+    """Prints ``msg``; returns ``status`` (2: a bad option value, 1: a runtime error such as a
+    file that does not exist, as ``framebus --help`` says)."""
     print(f"framebus bench: error: {msg}", file=sys.stderr)
-    return 2
+    return status
 
 
 def _check_output(path: Optional[str], what: str, is_dir: bool = False) -> Optional[str]:
@@ -150,9 +152,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             old = records.load(args.compare)
         except FileNotFoundError:
-            return _fail(f"--compare file {args.compare!r} does not exist")
+            return _fail(f"--compare file {args.compare!r} does not exist; give a file written by `framebus bench --json FILE`", 1)
         except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-            return _fail(f"--compare: {exc}")
+            return _fail(f"--compare: {exc}", 1)
     if args.plot:
         try:
             import matplotlib  # noqa: F401

@@ -8,6 +8,7 @@ import sys
 import threading
 from typing import Any
 
+from ._args import stream_name
 from ._signals import stop_on_signals
 
 HELP = "bridge streams across machines over ZeroMQ: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
@@ -27,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     pub = sub.add_parser("publish", help="send a local stream's frames to subscribers")
-    pub.add_argument("name", help="local stream to publish")
+    pub.add_argument("name", type=stream_name, help="local stream to publish")
     pub.add_argument("endpoint", help="where to listen: tcp://*:5555, tcp://IP:PORT, ipc:///path")
     pub.add_argument("--mode", choices=["latest", "lossless"], default="latest", help="latest: newest frame wins (default); lossless: backpressure, nothing dropped")
     pub.add_argument("--compress", default=None, metavar="zstd[:LEVEL]", help="compress each frame (needs framebus[zstd])")
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     s = sub.add_parser("subscribe", help="receive a remote stream into a local stream")
     s.add_argument("endpoint", help="the publisher: tcp://HOST:PORT or ipc:///path")
-    s.add_argument("name", help="local stream to write (created from the publisher's spec)")
+    s.add_argument("name", type=stream_name, help="local stream to write (created from the publisher's spec)")
     s.add_argument("--mode", choices=["latest", "lossless"], default=None, help="insist on the publisher running in this mode")
     s.add_argument("--slots", type=int, default=None, help="slots of the local stream (default: the publisher's)")
     s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the publisher's first answer (default 10)")
@@ -83,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
                 curve_certificate=args.curve_certificate, curve_server_certificate=args.curve_server_certificate, **common,
             )
     except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:
-        print(f"framebus bridge {args.action}: {exc}", file=sys.stderr)
+        from ..cli import error_text
+
+        print(f"framebus bridge {args.action}: {error_text(exc)}", file=sys.stderr)
         return 1
     what = f"{args.name} -> {bridge.endpoint}" if args.action == "publish" else f"{bridge.endpoint} -> {args.name}"
     print(f"framebus bridge {args.action}: {what} ({bridge.mode or 'publisher'} mode); Ctrl-C to stop", flush=True)

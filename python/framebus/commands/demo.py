@@ -13,12 +13,14 @@ HELP = "stream synthetic 1080p RGB frames between two processes and show live th
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seconds", type=float, default=5.0, help="how long to run (default 5)")
-    p.add_argument("--width", type=int, default=1920, help="frame width in pixels (default 1920)")
-    p.add_argument("--height", type=int, default=1080, help="frame height in pixels (default 1080)")
-    p.add_argument("--fps", type=float, default=0.0, help="pace the producer (default: as fast as possible)")
+    from ._args import int_range, non_negative_float, positive_float, positive_int
+
+    p.add_argument("--seconds", type=positive_float, default=5.0, help="how long to run, above 0 (default 5)")
+    p.add_argument("--width", type=positive_int, default=1920, help="frame width in pixels (default 1920)")
+    p.add_argument("--height", type=positive_int, default=1080, help="frame height in pixels (default 1080)")
+    p.add_argument("--fps", type=non_negative_float, default=0.0, help="pace the producer (default 0: as fast as possible)")
     p.add_argument("--mode", choices=["lossless", "latest"], default="lossless", help="consumer's reader mode")
-    p.add_argument("--slots", type=int, default=4, help="frames in the stream's ring (default 4)")
+    p.add_argument("--slots", type=int_range(2, 64), default=4, help="frames in the stream's ring, 2 to 64 (default 4)")
 
 
 def _frames(height: int, width: int, count: int = 8) -> list:
@@ -75,6 +77,9 @@ def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
                 pub = stream.read_new_publication(timeout=0.2, out=out)
             except TimeoutError:
                 pub = None
+            except framebus.StreamEndedError:  # the producer closed its handle: every frame was read
+                pub = None
+                stop.wait(0.05)
             now_ns = time.time_ns()
             if pub is not None:
                 received += 1

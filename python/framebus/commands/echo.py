@@ -22,7 +22,9 @@ HEAD = 16
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="stream to look at")
+    from ._args import stream_name
+
+    p.add_argument("name", type=stream_name, help="stream to look at")
     p.add_argument("--new", action="store_true", help="wait for the next frame instead of showing the newest")
     p.add_argument("--count", type=int, default=1, metavar="K", help="frames to print (default 1; more implies --new after the first)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="how long to wait for a frame (default 10 s)")
@@ -129,13 +131,19 @@ def text(d: Dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Prints the frames; an ended stream (its writer called end() or closed) is a normal end:
+    "stream NAME ended" and exit status 0, as ``framebus hz`` does."""
     import framebus
 
     s = framebus.open(args.name)
     s.set_role("monitor", "echo")
     try:
         for i in range(args.count):
-            frame = s.wait_view(args.timeout) if (args.new or i > 0) else s.view(args.timeout)
+            try:
+                frame = s.wait_view(args.timeout) if (args.new or i > 0) else s.view(args.timeout)
+            except framebus.StreamEndedError:
+                print(f"stream {args.name!r} ended")
+                return 0
             with frame:
                 d = describe(frame)
             print(json.dumps(d, allow_nan=False) if args.json else text(d))

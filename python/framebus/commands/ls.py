@@ -11,9 +11,12 @@ HELP = "list streams: shape, dtype, slots, writer alive, readers, sequence, byte
 
 JSON_HELP = (
     "print a JSON list instead of a table, one object per stream with the keys name, path, shape "
-    "(list of ints or null), dtype, slots, frame_bytes, total_bytes, writer (alive, creator gone, "
-    "stale or unreadable), creator_pid, readers (int), lossless (int), sequence, frames_written, "
-    "bytes_written (ints), problem (string or null) and bridges (list of strings)"
+    "(list of ints or null), dtype (a NumPy name such as uint8 or float32, or null), variable (true "
+    "for a stream created with capacity=: each frame has its own shape and dtype), capacity (bytes "
+    "per frame of such a stream, or null), slots, frame_bytes, total_bytes, writer (alive, creator "
+    "gone, stale or unreadable), creator_pid, readers (handles attached that do not write: the "
+    "writer's own handle is not counted), lossless (how many of them are lossless), sequence, "
+    "frames_written, bytes_written (ints), problem (string or null) and bridges (list of strings)"
 )
 
 
@@ -36,8 +39,34 @@ def bridged() -> dict:
     return by_stream()
 
 
+def dtype_name(dtype: Any) -> Any:
+    """A stored dtype string ("|u1", "<f4") as NumPy names it ("uint8", "float32"; a byte order
+    other than this machine's stays explicit, ">f4"); None stays None."""
+    import numpy as np
+
+    if not dtype:
+        return None
+    try:
+        return str(np.dtype(dtype))
+    except TypeError:
+        return str(dtype)
+
+
+def _readers(s: Any) -> "tuple[int, int]":
+    """(readers, lossless readers) of stream ``s``: attached handles that do not write."""
+    from ..monitor import readers
+
+    if not s.problem:
+        try:
+            return readers(str(s))
+        except (OSError, ValueError):
+            pass
+    return s.attached, s.lossless
+
+
 def records() -> List[Dict[str, Any]]:
-    """One JSON-ready record per stream: numbers are numbers, shapes are lists."""
+    """One JSON-ready record per stream: numbers are numbers, shapes are lists, dtypes NumPy
+    names."""
     from ..info import list_streams
 
     out = []
@@ -49,12 +78,13 @@ def records() -> List[Dict[str, Any]]:
             status = "stale"
         else:
             status = "alive" if s.creator_alive else "creator gone"
+        readers, lossless = _readers(s)
         out.append(
             {
                 "name": str(s),
                 "path": s.path,
                 "shape": list(s.shape) if s.shape else None,
-                "dtype": s.dtype,
+                "dtype": dtype_name(s.dtype),
                 # A variable-shape stream has no shape or dtype: each frame has its own, up to
                 # its capacity (bytes of arrays per frame).
                 "variable": bool(s.variable),
@@ -64,8 +94,8 @@ def records() -> List[Dict[str, Any]]:
                 "total_bytes": s.total_bytes,
                 "writer": status,
                 "creator_pid": s.creator_pid,
-                "readers": s.attached,
-                "lossless": s.lossless,
+                "readers": readers,
+                "lossless": lossless,
                 "sequence": s.sequence,
                 "frames_written": s.frames_written,
                 "bytes_written": s.bytes_written,

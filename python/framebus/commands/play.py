@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from ._args import int_range, non_negative_int, positive_float, stream_name
 from ._signals import stop_on_signals
 
 HELP = "decode a video file into a stream, at its frame rate or as fast as possible (--fast)"
@@ -20,22 +21,23 @@ HELP = "decode a video file into a stream, at its frame rate or as fast as possi
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="video file to decode")
-    p.add_argument("name", help="stream to write the frames to (created if missing)")
+    p.add_argument("name", type=stream_name, help="stream to write the frames to (created if missing)")
     p.add_argument("--fast", action="store_true", help="as fast as possible instead of the video's frame rate")
     p.add_argument("--loop", action="store_true", help="start over at the end until Ctrl-C")
     p.add_argument("--pix-fmt", default="rgb24", choices=["rgb24", "bgr24", "rgba", "gray"], help="frame layout (default rgb24)")
-    p.add_argument("--slots", type=int, default=4, help="ring slots of a stream created here (default 4)")
+    p.add_argument("--slots", type=int_range(2, 64), default=4, help="ring slots of a stream created here, 2 to 64 (default 4)")
     p.add_argument("--keep", action="store_true", help="keep a stream created here after the end (default: unlink it)")
     p.add_argument("--ffmpeg", default=None, help="FFmpeg executable (default: FRAMEBUS_FFMPEG, imageio-ffmpeg, PATH)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument(
         "--wait-readers",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
-        help="before the first frame, wait until N readers have the stream open (so a lossless reader gets every frame)",
+        help="before the first frame, wait until N readers have the stream open (so a lossless reader gets every frame); "
+        "readers are handles that do not write, as framebus ls counts them",
     )
-    p.add_argument("--wait-timeout", type=float, default=30.0, metavar="S", help="how long --wait-readers waits (default 30 s; then exit 1)")
+    p.add_argument("--wait-timeout", type=positive_float, default=30.0, metavar="S", help="how long --wait-readers waits (default 30 s; then exit 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,12 +59,12 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         stream = framebus.create(args.name, shape=reader.frame_shape, dtype=reader.frame_dtype, slots=args.slots)
         created = True
+    stream.set_role("play", args.file)  # before waiting: our own handle is not a reader
     if args.wait_readers > 0 and not wait_for_readers(stream, args.wait_readers, args.wait_timeout):
-        readers = stream.ownercount - 1
+        readers = _readers(args.name)
         stream.unlink() if created and not args.keep else stream.close()
         print(f"framebus play: {readers} of {args.wait_readers} readers attached to {args.name!r} within {args.wait_timeout:g} s; nothing was played", file=sys.stderr)
         return 1
-    stream.set_role("play", args.file)
     total = 0  # frames of the passes already finished
     current = 0  # frames written by the pass under way
     start = time.perf_counter()
@@ -101,10 +103,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _readers(name: str) -> int:
+    """Readers attached to stream ``name``: handles that do not write (not ours, not another
+    writer's), as ``framebus ls`` counts them."""
+    from framebus.monitor import readers
+
+    return readers(name)[0]
+
+
 def wait_for_readers(stream: object, n: int, timeout: float) -> bool:
-    """Waits until ``n`` handles besides ours are attached to ``stream``; False on timeout."""
+    """Waits until ``n`` readers are attached to ``stream``; False on timeout."""
+    name = str(getattr(stream, "name"))
     deadline = time.monotonic() + timeout
-    while getattr(stream, "ownercount") - 1 < n:
+    while _readers(name) < n:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.01)

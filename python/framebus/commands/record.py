@@ -1,7 +1,9 @@
 """``framebus record NAME OUT.mp4``: a lossless subscriber of a live stream that encodes every
-frame with FFmpeg until the stream stops (no frame for --idle seconds), --frames or --seconds
-are reached, or Ctrl-C / SIGTERM, which stops cleanly between two frames: the file is finalised,
-playable and holds exactly the frames reported (a second signal stops at once)."""
+frame with FFmpeg until the writer ends the stream (``Stream.end()``, as ``framebus play`` does
+at the end of its file, or the writer closing its handle), the stream stops (no frame for --idle
+seconds), --frames or --seconds are reached, or Ctrl-C / SIGTERM, which stops cleanly between two
+frames. Each way the file is finalised, playable and holds exactly the frames reported, and the
+exit status is 0 (a second signal stops at once, still finishing the file)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8; or, on a variable-shape stream, encoded packets written with codec=, remuxed as they are)")
+    from ._args import stream_name
+
+    p.add_argument("name", type=stream_name, help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8; or, on a variable-shape stream, encoded packets written with codec=, remuxed as they are)")
     p.add_argument("out", help="output video file, e.g. out.mp4")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate written into the file (default 30)")
     p.add_argument("--codec", default="libx264", help="FFmpeg video codec (default libx264)")
@@ -46,6 +50,7 @@ def pix_fmt_for(shape: tuple, dtype: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import framebus
+    from framebus.errors import StreamEndedError
     from framebus.ffmpeg import VideoWriter
 
     stream = framebus.open(args.name, mode="lossless")  # a missing stream: exit 1 (cli.py)
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         # or not taken at all (a KeyboardInterrupt could fall between the two).
         stop = threading.Event()
         stop_on_signals(stop)
-        interrupted = False
+        interrupted = ended = False
         try:
             try:
                 last_frame = time.perf_counter()
@@ -87,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
                             break
                         display.update(frames, stream.total_missed)
                         continue
+                    except StreamEndedError:  # every frame was read: a normal end
+                        ended = True
+                        break
                     last_frame = time.perf_counter()
                     writer.write(frame)
                     frames += 1
@@ -104,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         stream.close()
     elapsed = time.perf_counter() - start
-    print(f"recorded {frames} frames in {elapsed:.1f} s into {args.out}" + (" (stopped by Ctrl-C)" if interrupted else ""), file=sys.stderr)
+    why = " (stopped by Ctrl-C)" if interrupted else " (the stream ended)" if ended else ""
+    print(f"recorded {frames} frames in {elapsed:.1f} s into {args.out}{why}", file=sys.stderr)
     return 0
 
 
@@ -125,13 +134,14 @@ def _record_packets(stream: Any, args: argparse.Namespace) -> int:
         display.update(n, stream.total_missed)
 
     try:
-        record_packets(stream, args, stop, update)
+        ended = record_packets(stream, args, stop, update)
     except PacketError as exc:
         print(exc.code, file=sys.stderr)
         return 1
     finally:
         display.close(frames, stream.total_missed)
-    print(f"recorded {frames} packets in {time.perf_counter() - start:.1f} s into {args.out}", file=sys.stderr)
+    why = " (the stream ended)" if ended else ""
+    print(f"recorded {frames} packets in {time.perf_counter() - start:.1f} s into {args.out}{why}", file=sys.stderr)
     return 0
 
 

@@ -33,17 +33,19 @@ def check_packet(frame: Any, codec: Optional[str], seq: int) -> str:
     return str(frame.codec)
 
 
-def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None]) -> int:
-    """Feeds every new packet of ``stream`` to FFmpeg until ``stop``, --frames, --seconds or
-    --idle; returns the packets written. Raises PacketError for a frame that is not a packet
-    and FFmpegError when FFmpeg fails."""
-    from framebus.errors import FFmpegError
+def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None]) -> bool:
+    """Feeds every new packet of ``stream`` to FFmpeg until the writer ends the stream,
+    ``stop``, --frames, --seconds or --idle, then lets FFmpeg finish the file; ``update`` gets
+    the count of packets written after each one. Returns whether the stream ended. Raises
+    PacketError for a frame that is not a packet and FFmpegError when FFmpeg fails."""
+    from framebus.errors import FFmpegError, StreamEndedError
     from framebus.ffmpeg import find_ffmpeg
 
     ffmpeg = find_ffmpeg(args.ffmpeg)
     proc: Optional["subprocess.Popen[bytes]"] = None
     codec: Optional[str] = None
     frames = 0
+    ended = False
     start = last = time.perf_counter()
     try:
         while not stop.is_set():
@@ -55,6 +57,9 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
                 if args.idle and time.perf_counter() - last >= args.idle:
                     break
                 continue
+            except StreamEndedError:  # every packet was read: a normal end
+                ended = True
+                break
             with frame:
                 codec = check_packet(frame, codec, frame.seq)
                 if proc is None:
@@ -79,4 +84,4 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
             err = proc.stderr.read().decode(errors="replace")
             if proc.wait() != 0:
                 raise FFmpegError(f"FFmpeg exited with code {proc.returncode} remuxing {codec} packets into {args.out}: {err.strip()[-2000:]}", returncode=proc.returncode, stderr=err, command=cmd)
-    return frames
+    return ended

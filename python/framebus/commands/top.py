@@ -10,10 +10,13 @@ import argparse
 import json
 import os
 import select
+import shutil
 import sys
 import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
+
+from ._args import positive_float
 
 HELP = "live view of every stream: rates, lag, missed frames, writer waits, pins (q quits)"
 
@@ -24,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help="streams to show (default: all)")
     p.add_argument("--once", action="store_true", help="print one table and exit")
     p.add_argument("--json", action="store_true", help="print one JSON document and exit (implies --once)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples; rates are over this (default 1)")
+    p.add_argument("--interval", type=positive_float, default=1.0, metavar="S", help="seconds between samples; rates are over this (default 1)")
     p.add_argument("--sort", choices=SORTS, default="name", help="sort streams by name, write rate or worst reader lag (key s)")
     p.add_argument("--filter", default="", metavar="TEXT", help="only streams whose name contains TEXT (key /)")
 
@@ -75,17 +78,42 @@ def cells(stream: Dict[str, Any]) -> List[List[str]]:
 HEADERS = ["stream / handle", "process", "frames/s", "MB/s", "seq / lag", "waits / missed", "pins"]
 
 
-def table(streams: List[Dict[str, Any]], sort: str, text: str) -> Any:
+def fitting_columns(rows: List[List[str]], width: int) -> List[int]:
+    """The columns (indices into HEADERS) that fit whole in ``width`` characters, as
+    ``framebus ls`` chooses them: the first (stream names, never cut) always, then the others
+    in order while they fit (3 characters of borders and padding each, 1 for the last border)."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) + 3 for i, h in enumerate(HEADERS)]
+    chosen, used = [0], 1 + widths[0]
+    for i in range(1, len(HEADERS)):
+        if used + widths[i] <= width:
+            chosen.append(i)
+            used += widths[i]
+    return chosen
+
+
+def table(streams: List[Dict[str, Any]], sort: str, text: str, width: Optional[int] = None) -> Any:
+    """The rich table of the selected streams. With ``width``, only the columns that fit in it
+    (names are never cut); the caption names those left out."""
     from rich.table import Table
 
-    t = Table(title=f"framebus top  (sort: {sort}{', filter: ' + text if text else ''}; q quit, s sort, / filter)", expand=False)
-    for h in HEADERS:
-        t.add_column(h, justify="right" if h in ("frames/s", "MB/s") else "left", no_wrap=h in ("stream / handle", "frames/s", "MB/s"))
-    for s in selected(streams, sort, text):
-        for row in cells(s):
-            t.add_row(*row)
+    rows = [[row for row in cells(s)] for s in selected(streams, sort, text)]
+    shown = fitting_columns([r for group in rows for r in group], width) if width else list(range(len(HEADERS)))
+    dropped = [HEADERS[i] for i in range(len(HEADERS)) if i not in shown]
+    caption = f"({', '.join(dropped)} not shown at this width: widen the terminal or use --json)" if dropped else None
+    t = Table(title=f"framebus top  (sort: {sort}{', filter: ' + text if text else ''}; q quit, s sort, / filter)", caption=caption, expand=False)
+    for i in shown:
+        h = HEADERS[i]
+        t.add_column(h, justify="right" if h in ("frames/s", "MB/s") else "left", no_wrap=True)
+    for group in rows:
+        for row in group:
+            t.add_row(*(row[i] for i in shown))
         t.add_section()
     return t
+
+
+def name_width(streams: List[Dict[str, Any]]) -> int:
+    """Characters the first column needs (the longest stream name or handle line)."""
+    return max([len(HEADERS[0])] + [len(row[0]) for s in streams for row in cells(s)])
 
 
 def plain(streams: List[Dict[str, Any]], sort: str, text: str) -> str:
@@ -170,7 +198,11 @@ def live(args: argparse.Namespace) -> int:
     console = Console()
     before = sample()
     streams: List[Dict[str, Any]] = []
-    with keys() as fd, Live(table(streams, state.sort, state.text), console=console, screen=True, auto_refresh=False) as view:
+
+    def view_table(text: str) -> Any:
+        return table(streams, state.sort, text, console.width)
+
+    with keys() as fd, Live(view_table(state.text), console=console, screen=True, auto_refresh=False) as view:
         while not state.quit:
             deadline = time.monotonic() + args.interval
             while not state.quit and time.monotonic() < deadline:
@@ -180,20 +212,18 @@ def live(args: argparse.Namespace) -> int:
                 ready, _, _ = select.select([fd], [], [], min(0.05, max(0.0, deadline - time.monotonic())))
                 if ready:
                     state.feed(os.read(fd, 1).decode(errors="replace"))
-                    view.update(table(streams, state.sort, state.text if state.typing is None else state.typing), refresh=True)
+                    view.update(view_table(state.text if state.typing is None else state.typing), refresh=True)
             after = sample()
             streams = [compare(info, before[n][1], snap) for n, (info, snap) in after.items() if n in before]
             streams += [gone(n) for n in args.names if n not in after]
             before = after
-            view.update(table(streams, state.sort, state.text), refresh=True)
+            view.update(view_table(state.text), refresh=True)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from ..monitor import document
-    from ._args import positive
 
-    positive(args.interval, "--interval")
     if args.json or args.once:
         doc = document(args.names or None, args.interval)
         if args.json:
@@ -205,7 +235,10 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             print(plain(doc["streams"], args.sort, args.filter))
             return 0
-        Console().print(table(doc["streams"], args.sort, args.filter))
+        width = shutil.get_terminal_size((120, 24)).columns
+        shown = selected(doc["streams"], args.sort, args.filter)
+        # A name longer than the terminal is printed whole (the line wraps) rather than cut.
+        Console(width=max(width, name_width(shown) + 4)).print(table(doc["streams"], args.sort, args.filter, width))
         return 0
     try:
         import rich  # noqa: F401

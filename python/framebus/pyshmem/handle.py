@@ -98,8 +98,10 @@ class SharedMemory:
                 "the pyshmem API needs a fixed shape: use framebus.open() for this stream"
             )
         self._s = stream
-        # The native calls of the hot paths, bound once.
-        self._native_write = stream.write
+        # The native calls of the hot paths, bound once. The class's write (the native one, or
+        # a read-only handle's refusal), not the instance's first-write hook: pyshmem has no end
+        # of stream, so a compat handle is never marked as the writer (see close()).
+        self._native_write = type(stream).write.__get__(stream)
         self._read_info = stream._read_info
         self._native_read = stream.read
         self._native_wait_after = stream.wait_after
@@ -245,7 +247,10 @@ class SharedMemory:
             return
         self._release_for_close()
         self._closed = True
-        self._s.close()
+        # The native close, not framebus.Stream.close(): that ends the stream when the handle
+        # wrote to it, and pyshmem readers know no end of stream (a waiting compat reader would
+        # raise "closed" because another handle closed).
+        _native.Stream.close(self._s)
 
     def unlink(self) -> None:
         """Destroys the stream this handle belongs to and closes the handle. StaleStreamError

@@ -232,6 +232,11 @@ pub mod role {
     pub const WRITER: u32 = 6;
     /// Bytes of a label.
     pub const LABEL_BYTES: usize = 48;
+
+    /// Whether a handle of role `value` writes the stream (rather than reads it).
+    pub fn writes(value: u32) -> bool {
+        matches!(value, WRITER | BRIDGE_IN | PLAY)
+    }
 }
 
 // Loom's model atomics are larger than the real ones; the layout is only asserted for real builds.

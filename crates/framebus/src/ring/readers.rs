@@ -171,6 +171,27 @@ impl Stream {
         }
     }
 
+    /// This handle's role (`role::*`): what `set_role` tagged it, or `role::WRITER` once it took
+    /// the write lock (a first write). `role::HANDLE` for a handle without an entry.
+    pub fn role(&self) -> u32 {
+        if self.entry == u32::MAX {
+            return role::HANDLE;
+        }
+        self.my_entry().role.load(Ordering::Relaxed)
+    }
+
+    /// Live handles of this stream other than this one whose role writes it (`role::writes`)
+    /// and that are not closed: the writers that keep the stream going when this one closes.
+    pub fn other_writers(&self) -> usize {
+        self.attached()
+            .into_iter()
+            .filter(|&(i, p)| {
+                let e = self.reader(i);
+                i != self.entry && p.is_alive() && e.mode.load(Ordering::Relaxed) != mode::CLOSED && role::writes(e.role.load(Ordering::Relaxed))
+            })
+            .count()
+    }
+
     /// Tags this handle's entry with what it is for and a short label (UTF-8, cut at
     /// `role::LABEL_BYTES` bytes on a character boundary), for `framebus top`.
     pub fn set_role(&self, role_: u32, label: &str) {

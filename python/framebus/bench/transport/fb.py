@@ -27,6 +27,7 @@ class _Writer(Writer):
         import framebus
 
         self.stream = framebus.open(spec.name)
+        self.stream.set_role("writer")  # before binding write: the native method itself
         self._write = self.stream.write
 
     def send(self, src: np.ndarray) -> None:
@@ -60,7 +61,7 @@ class _CopyReader(Reader):
     def recv(self, timeout: float) -> Optional[np.ndarray]:
         try:
             return self._read_new(timeout=timeout, out=self.out)
-        except TimeoutError:
+        except (TimeoutError, EOFError):  # EOFError: StreamEndedError, the writer closed
             return None
 
     def close(self) -> None:
@@ -76,7 +77,7 @@ class _ViewReader(_CopyReader):
     def recv(self, timeout: float) -> Optional[np.ndarray]:
         try:
             self.frame = self._wait_view(timeout)
-        except TimeoutError:
+        except (TimeoutError, EOFError):  # EOFError: StreamEndedError, the writer closed
             return None
         return self.frame.array
 
