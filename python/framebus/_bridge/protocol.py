@@ -129,9 +129,7 @@ def pack_ack(source_id: int, seq: int) -> bytes:
 
 def unpack_ack(msg: Buffer) -> Tuple[int, int]:
     """(source_id, seq) of an ACK; ProtocolError if truncated."""
-    if len(msg) < PREFIX.size + ACK_BODY.size:
-        raise ProtocolError("truncated ACK message")
-    return ACK_BODY.unpack_from(msg, PREFIX.size)
+    return _unpack_source_seq(msg, "ACK")
 
 
 def pack_end(source_id: int, seq: int) -> bytes:
@@ -141,8 +139,12 @@ def pack_end(source_id: int, seq: int) -> bytes:
 
 def unpack_end(msg: Buffer) -> Tuple[int, int]:
     """(source_id, seq) of an END; ProtocolError if truncated."""
+    return _unpack_source_seq(msg, "END")
+
+
+def _unpack_source_seq(msg: Buffer, what: str) -> Tuple[int, int]:
     if len(msg) < PREFIX.size + ACK_BODY.size:
-        raise ProtocolError("truncated END message")
+        raise ProtocolError(f"truncated {what} message")
     return ACK_BODY.unpack_from(msg, PREFIX.size)
 
 

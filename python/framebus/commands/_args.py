@@ -4,67 +4,42 @@ subcommand's usage and the problem, exit status 2) before anything runs."""
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+import math
+from typing import Callable, TypeVar
+
+T = TypeVar("T", int, float)
+
+
+def _checked(convert: Callable[[str], T], ok: Callable[[T], bool], what: str, name: str) -> Callable[[str], T]:
+    """An argparse type: ``convert(text)`` if that works and ``ok`` holds, else a usage error
+    saying the value must be ``what``."""
+
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+
+    parse.__name__ = name  # what argparse names in "invalid ... value"
+    return parse
 
 
 def int_range(low: int, high: int) -> Callable[[str], int]:
     """An int from ``low`` to ``high`` (inclusive)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
-        return value
-
-    parse.__name__ = "integer"  # what argparse names in "invalid integer value"
-    return parse
+    return _checked(int, lambda v: low <= v <= high, f"from {low} to {high}", "integer")
 
 
-def positive_int(text: str) -> int:
-    """An int above 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An int of 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer of 0 or more, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """A finite number above 0 (seconds, rates)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """A finite number of 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of 0 or more, got {text}")
-    return value
+#: An int above 0.
+positive_int = _checked(int, lambda v: v > 0, "a positive integer", "integer")
+#: An int of 0 or more.
+non_negative_int = _checked(int, lambda v: v >= 0, "0 or more", "integer")
+#: A finite number above 0 (seconds, rates).
+positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number", "number")
+#: A finite number of 0 or more.
+non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a number of 0 or more", "number")
 
 
 def stream_name(text: str) -> str:
