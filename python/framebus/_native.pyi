@@ -201,6 +201,10 @@ class Frame:
         """The frame's bytes as stored (a variable-shape frame: its table, then its arrays), a
         read-only uint8 array over the pinned slot (zero-copy); for bridges."""
     @property
+    def byte_names(self) -> Tuple[str, ...]:
+        """Names of the arrays of a dict frame that were written as bytes (their views are uint8
+        arrays; a copying read returns them as bytes); an empty tuple otherwise."""
+    @property
     def is_bytes(self) -> bool:
         """Whether the frame is a byte payload."""
     @property

@@ -205,6 +205,17 @@ impl PyFrame {
         }
     }
 
+    /// Names of the arrays of a dict frame that were written as bytes (their views are uint8
+    /// arrays; a copying read returns them as bytes); an empty tuple otherwise.
+    #[getter]
+    fn byte_names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let names: Vec<&str> = match &self.parts {
+            Some(p) if p.named => p.parts.iter().filter(|part| part.bytes).map(|part| part.name.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        PyTuple::new(py, names)
+    }
+
     /// Whether the frame is a byte payload (written as bytes, bytearray or memoryview).
     #[getter]
     fn is_bytes(&self) -> bool {

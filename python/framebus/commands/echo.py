@@ -12,7 +12,7 @@ import argparse
 import json
 import math
 import time
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List
 
 HELP = "print a frame's header (seq, id, time, age, meta) and its arrays (shape, dtype, summary) or bytes"
 
@@ -41,23 +41,6 @@ def json_value(v: Any) -> Any:
     if isinstance(v, (bool, int, str)) or v is None:
         return v
     return json_value(v.item()) if hasattr(v, "item") else str(v)
-
-
-def byte_parts(frame: Any) -> Set[str]:
-    """Names of the arrays of a dict frame that were written as bytes: the BYTES flag of their
-    entry in the frame table (docs/layout.md, "Frame table"), read from the pinned frame."""
-    import numpy as np
-
-    raw = frame._raw
-    if len(raw) < 128 or bytes(raw[:4]) != b"FBT1":
-        return set()
-    count = int(np.frombuffer(raw[4:8], np.uint32)[0])
-    out = set()
-    for i in range(count):
-        entry = raw[128 + 128 * i : 256 + 128 * i]
-        if len(entry) == 128 and int(np.frombuffer(entry[44:48], np.uint32)[0]) & 1:
-            out.add(bytes(entry[:32]).rstrip(b"\0").decode("utf-8", "replace"))
-    return out
 
 
 def payload(data: Any, codec: Any) -> Dict[str, Any]:
@@ -93,7 +76,7 @@ def describe(frame: Any) -> Dict[str, Any]:
         "meta": meta.decode("utf-8", "replace") if meta else "",
     }
     if frame.names is not None:
-        flagged = byte_parts(frame)
+        flagged = set(frame.byte_names)
         arrays: List[Dict[str, Any]] = []
         for name, arr in frame.arrays.items():
             arrays.append({"name": name, **(payload(arr, None) if name in flagged else summary(arr))})
