@@ -75,6 +75,7 @@ class Stream(_native.Stream):
 
     _readonly = False
     _auto_unlink = False
+
     def _end_if_last_writer(self) -> None:
         """Ends the stream when this handle writes to it (it created the stream, took the write
         lock, or was tagged with a writing role) and no other live handle does (several

@@ -136,14 +136,10 @@ _NUMERIC = ("slots", "sequence", "written", "size")
 def fitting_columns(data: List[Dict[str, str]], width: int) -> List[str]:
     """The columns that fit in ``width`` characters, most important first: the name always,
     then the others in order while they fit whole (3 characters of padding each)."""
+    from ._columns import fit
+
     cols = [c for c in data[0] if c not in ("problem", "bridge") or any(r[c] for r in data)]
-    widths = {c: max(len(c), *(len(r[c]) for r in data)) + 3 for c in cols}
-    chosen, used = [], 1
-    for c in cols:
-        if c == "name" or used + widths[c] <= width:
-            chosen.append(c)
-            used += widths[c]
-    return chosen
+    return [cols[i] for i in fit([max(len(c), *(len(r[c]) for r in data)) + 3 for c in cols], width)]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -82,13 +82,9 @@ def fitting_columns(rows: List[List[str]], width: int) -> List[int]:
     """The columns (indices into HEADERS) that fit whole in ``width`` characters, as
     ``framebus ls`` chooses them: the first (stream names, never cut) always, then the others
     in order while they fit (3 characters of borders and padding each, 1 for the last border)."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) + 3 for i, h in enumerate(HEADERS)]
-    chosen, used = [0], 1 + widths[0]
-    for i in range(1, len(HEADERS)):
-        if used + widths[i] <= width:
-            chosen.append(i)
-            used += widths[i]
-    return chosen
+    from ._columns import fit
+
+    return fit([max([len(h)] + [len(r[i]) for r in rows]) + 3 for i, h in enumerate(HEADERS)], width)
 
 
 def table(streams: List[Dict[str, Any]], sort: str, text: str, width: Optional[int] = None) -> Any:
