@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -279,6 +279,10 @@ def stream_stats(name: str) -> Dict[str, Any]:
     pinned_slots, pinned_since_ns, writer_waits). StreamNotFoundError if it does not exist."""
 def stream_info(name: str) -> Dict[str, Any]: ...
 def list_info() -> List[Dict[str, Any]]: ...
+def segment_bytes(frame_bytes: int, slots: int, *, meta_capacity: int = 256, max_readers: int = 64) -> int:
+    """Bytes of /dev/shm a stream of ``frame_bytes`` per frame (a variable-shape stream: its
+    capacity plus FRAME_TABLE_BYTES) and ``slots`` slots takes, as create() lays it out.
+    ValueError when the sizes overflow."""
 def gc(*, dry_run: bool = False) -> List[str]: ...
 def copy_plan(nbytes: Optional[int] = None) -> Dict[str, Any]:
     """How this process copies frames (decided once from the machine and the FRAMEBUS_COPY,

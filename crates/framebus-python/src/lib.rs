@@ -72,6 +72,17 @@ fn list_info<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
     all.iter().map(|i| info_dict(py, i)).collect()
 }
 
+/// Bytes of /dev/shm a stream of `frame_bytes` per frame (a variable-shape stream: its
+/// capacity plus FRAME_TABLE_BYTES) would take, as create() lays it out. ValueError when the
+/// sizes overflow.
+#[pyfunction]
+#[pyo3(signature = (frame_bytes, slots, *, meta_capacity = 256, max_readers = 64))]
+fn segment_bytes(frame_bytes: u64, slots: u32, meta_capacity: u32, max_readers: u32) -> PyResult<u64> {
+    framebus::ring::layout::Geometry::new(slots, max_readers, frame_bytes, meta_capacity)
+        .map(|g| g.total_bytes)
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("a stream of {slots} slots of {frame_bytes} bytes is larger than 2**64 bytes")))
+}
+
 /// Removes stale streams; returns their names.
 #[pyfunction]
 #[pyo3(signature = (*, dry_run = false))]
@@ -94,6 +105,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
+    m.add_function(wrap_pyfunction!(segment_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::stream_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::copy_plan, m)?)?;
     // Pipes: background writers for file descriptors (pipe.rs).

@@ -92,15 +92,14 @@ def parse_plan(text: str) -> Plan:
 
 
 def planned_bytes(plan: Plan) -> int:
-    """The segment size framebus would allocate (header, tables, page-aligned slots; a
-    variable-shape stream's slot holds the frame table's page and the capacity)."""
+    """The segment size framebus would allocate for ``plan`` (the core's own layout; a
+    variable-shape stream's slot also holds its frame table)."""
     import numpy as np
 
-    page = 4096
-    frame = int(np.prod(plan.shape, dtype=object)) * np.dtype(plan.dtype).itemsize + (page if plan.variable else 0)
-    stride = (frame + 256 + page - 1) // page * page
-    control = (448 + 64 * 128 + plan.slots * 192 + page - 1) // page * page
-    return control + plan.slots * stride
+    from framebus import _native
+
+    frame = int(np.prod(plan.shape, dtype=object)) * np.dtype(plan.dtype).itemsize
+    return int(_native.segment_bytes(frame + (_native.FRAME_TABLE_BYTES if plan.variable else 0), plan.slots))
 
 
 def human(n: float) -> str:
