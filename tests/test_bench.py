@@ -257,3 +257,21 @@ def test_live_progress_notes_keep_square_brackets():
     reporter = _RichReporter(Console(file=out, force_terminal=False, width=200), 1)
     reporter.note("W1", "iceoryx2: skipped (pip install 'framebus[bench]')")
     assert "framebus[bench]" in out.getvalue()
+
+
+def test_openfilter_pipeline_splits_each_hop_where_the_transport_takes_and_gives_the_frame():
+    """The OpenFilter waterfall's arithmetic (no OpenFilter needed): per hop, the sender's out,
+    the encoder's in, the decoder's out and the receiver's in, in that order in ``t``."""
+    from framebus.bench.openfilter_pipeline import BREAKDOWN, summarize as of_summarize
+
+    ms = 1_000_000
+    # [0, then per hop: out, enc, dec, in] with before/transport/after of 1/2/3, 4/5/6, 7/8/9 ms
+    t, now = [0], 100 * ms
+    for before, transport, after in ((1, 2, 3), (4, 5, 6), (7, 8, 9)):
+        t += [now, now + before * ms, now + (before + transport) * ms, now + (before + transport + after) * ms]
+        now += 50 * ms
+    records = [{"i": 0, "warm": True, "t": [0] * 13, "ok": False}, {"i": 1, "warm": False, "t": t, "ok": True}]
+    res = of_summarize(records, "framebus", "tiny", 1)
+    assert res["frames"] == 1 and res["torn"] == 0  # the warm-up frame is not counted
+    assert res["per_hop_ms"] == [6.0, 15.0, 24.0]
+    assert [[part[k] for k in BREAKDOWN] for part in res["breakdown_ms"]] == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]

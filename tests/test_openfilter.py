@@ -260,6 +260,9 @@ def test_pipeline_example_reports_every_hop(work):
     res = json.loads(out.read_text())
     assert res["transport"] == "framebus" and res["frames"] == 5 and res["torn"] == 0
     assert len(res["per_hop_ms"]) == 3 and all(h > 0 for h in res["per_hop_ms"])
+    # Each hop split where the transport gets the frame and where the receiver has decoded it.
+    assert [sorted(part) for part in res["breakdown_ms"]] == [["after", "before", "transport"]] * 3
+    assert all(v >= 0 for part in res["breakdown_ms"] for v in part.values())
 
 
 class _Pin:

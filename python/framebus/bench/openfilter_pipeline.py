@@ -14,6 +14,13 @@ the time from stage *k* returning the frame to stage *k+1* holding it, which is 
 transport and OpenFilter's messaging add. The sink checks every frame's CRC-32 (a frame torn or
 replaced in transit fails it).
 
+Each hop is also split in three (``breakdown_ms``), from two more stamps: when OpenFilter hands the
+frame to the transport's encoder (``MQ.frames2topicmsgs``, the call every transport replaces) and
+when the receiver's decoder (``MQ.topicmsgs2frames``) has returned it. *before*: OpenFilter's own
+work in the sending process after ``process()`` returned (its request bookkeeping, metrics);
+*transport*: encoding, ZeroMQ's messages and decoding, where the transports differ; *after*:
+OpenFilter's own work in the receiving process before it calls ``process()``.
+
 Run ``python -m framebus.bench.openfilter_pipeline --help`` (or examples/openfilter_pipeline.py).
 """
 
@@ -42,6 +49,9 @@ WARMUP = 2
 #: Default spacing of frames, seconds: long enough for the slowest transport to be idle.
 INTERVALS = {"1080p": 0.12, "2160p": 0.3, "tiny": 0.05}
 STAGES = ("source", "filter 1", "filter 2", "sink")
+#: The three parts of a hop (``breakdown_ms``): OpenFilter's own work before the transport gets
+#: the frame, the transport (encode, messages, decode), OpenFilter's work before ``process()``.
+BREAKDOWN = ("before", "transport", "after")
 
 
 def make_video(height: int, width: int, count: int) -> "tuple[np.ndarray, str]":
@@ -98,7 +108,7 @@ def _filters() -> Dict[str, Any]:
             frame = frames["main"]
             level = float(frame.image[::64, ::64].mean())
             data = dict(frame.data)
-            data["t"] = data["t"] + [t_in]
+            data["t"] = data["t"] + [_stamps["decoded"], t_in]
             data.setdefault("levels", []).append(level)
             data["t"].append(time.perf_counter_ns())
             return {"main": Frame(frame.image, data, frame.format)}
@@ -111,7 +121,7 @@ def _filters() -> Dict[str, Any]:
             t_in = time.perf_counter_ns()
             frame = frames["main"]
             ok = zlib.crc32(frame.image) == frame.data["crc"] and frame.image.shape[:2] == tuple(RESOLUTIONS[self.config.resolution])
-            record = {"i": frame.data["i"], "warm": frame.data["warm"], "t": frame.data["t"] + [t_in], "ok": bool(ok)}
+            record = {"i": frame.data["i"], "warm": frame.data["warm"], "t": frame.data["t"] + [_stamps["decoded"], t_in], "ok": bool(ok)}
             self.out.write(json.dumps(record) + "\n")
             return None
 
@@ -119,6 +129,34 @@ def _filters() -> Dict[str, Any]:
             self.out.close()
 
     return {"Source": Source, "Pass": Pass, "Sink": Sink}
+
+
+#: This process's last decode stamp (``perf_counter_ns`` when ``MQ.topicmsgs2frames`` returned).
+_stamps = {"decoded": 0}
+
+
+def _stamp_transport_calls() -> None:
+    """Wraps OpenFilter's encoder and decoder (after any transport patched them) so each frame
+    records when the transport got it and when the receiver had decoded it (``breakdown_ms``)."""
+    from openfilter.filter_runtime.mq import MQ
+
+    encode, decode = MQ.frames2topicmsgs, MQ.topicmsgs2frames
+
+    def stamped_encode(frames: Any, *args: Any, **kwargs: Any) -> Any:
+        now = time.perf_counter_ns()
+        for topic, frame in frames.items():
+            t = frame.data.get("t") if not topic.startswith("_") and isinstance(frame.data, dict) else None
+            if isinstance(t, list):
+                t.append(now)
+        return encode(frames, *args, **kwargs)
+
+    def stamped_decode(*args: Any, **kwargs: Any) -> Any:
+        frames = decode(*args, **kwargs)
+        _stamps["decoded"] = time.perf_counter_ns()
+        return frames
+
+    MQ.frames2topicmsgs = staticmethod(stamped_encode)
+    MQ.topicmsgs2frames = staticmethod(stamped_decode)
 
 
 def _quiet_openfilter() -> None:
@@ -150,6 +188,7 @@ def run_one(transport: str, resolution: str, frames: int, interval: Optional[flo
         fb_openfilter.enable()
     from openfilter.filter_runtime import Filter
 
+    _stamp_transport_calls()
     classes = _filters()
     interval = INTERVALS[resolution] if interval is None else interval
     work = tempfile.mkdtemp(prefix="fb-ofp-")
@@ -192,14 +231,20 @@ def _read(path: str) -> List[Dict[str, Any]]:
 def summarize(records: List[Dict[str, Any]], transport: str, resolution: str, frames: int) -> Dict[str, Any]:
     """The ``--json`` summary of the sink's records."""
     measured = [r for r in records if not r["warm"]]
-    # t: [unused, source out, f1 in, f1 out, f2 in, f2 out, sink in]
+    # t: [unused, then per hop: sender out, encoder in, decoder out, receiver in; the receiver's
+    # own "out" starts the next hop] = [0, out0, enc0, dec0, in1, out1, enc1, dec1, in2, ...]
     hops: List[List[float]] = [[], [], []]
+    parts: List[List[List[float]]] = [[[], [], []] for _ in range(3)]
     for r in measured:
         t = r["t"]
         for k in range(3):
-            hops[k].append((t[2 + 2 * k] - t[1 + 2 * k]) / 1e6)
+            out, enc, dec, rin = t[1 + 4 * k : 5 + 4 * k]
+            hops[k].append((rin - out) / 1e6)
+            for j, (a, b) in enumerate(((out, enc), (enc, dec), (dec, rin))):
+                parts[k][j].append((b - a) / 1e6)
     per_hop = [statistics.median(h) if h else None for h in hops]
     p95 = [float(np.percentile(h, 95)) if h else None for h in hops]
+    breakdown = [{name: statistics.median(p) if p else None for name, p in zip(BREAKDOWN, hop)} for hop in parts]
     return {
         "transport": transport,
         "resolution": resolution,
@@ -208,6 +253,7 @@ def summarize(records: List[Dict[str, Any]], transport: str, resolution: str, fr
         "torn": sum(1 for r in measured if not r["ok"]),
         "per_hop_ms": per_hop,
         "per_hop_p95_ms": p95,
+        "breakdown_ms": breakdown,
         "hop_ms_samples": [x for h in hops for x in h],
         "hops": [f"{a} -> {b}" for a, b in zip(STAGES, STAGES[1:])],
     }
@@ -237,6 +283,13 @@ def _table(results: List[Dict[str, Any]]) -> str:
     for r in results:
         hops = "  ".join(f"{h:>8.3f}" if h is not None else f"{'-':>8}" for h in r["per_hop_ms"])
         lines.append(f"{r['transport']:<16} {r['resolution']:<6} {r['frames']:>6} {r['torn']:>5}  {hops}")
+    lines += ["", "each hop split: OpenFilter before the transport / the transport / OpenFilter after it, ms"]
+    lines.append(f"{'transport':<16} {'res':<6}  " + "  ".join(f"{f'hop {k + 1}':^23}" for k in range(3)))
+    for r in results:
+        cells = []
+        for part in r.get("breakdown_ms") or []:
+            cells.append(" / ".join(f"{part[name]:.3f}" if part[name] is not None else "-" for name in BREAKDOWN))
+        lines.append(f"{r['transport']:<16} {r['resolution']:<6}  " + "  ".join(f"{c:^23}" for c in cells))
     return "\n".join(lines)
 
 
