@@ -277,7 +277,8 @@ def _openfilter_cases(ctx: Context, sid: str) -> List[str]:
     if importlib.util.find_spec("openfilter") is None:
         ctx.note(sid, "OpenFilter rows: skipped (openfilter is not installed; pip install 'framebus[openfilter]')")
         return []
-    return ["tiny"] if ctx.config.smoke else ["1080p", "2160p"]
+    # 16x16 ("tiny"): OpenFilter's own cost per message, the floor under every transport's hop.
+    return ["tiny"] if ctx.config.smoke else ["1080p", "2160p", "tiny"]
 
 
 def _openfilter_rows(ctx: Context, suite: SuiteResult, sid: str, resolutions: List[str]) -> None:
@@ -290,7 +291,7 @@ def _openfilter_rows(ctx: Context, suite: SuiteResult, sid: str, resolutions: Li
 
     frames = ctx.config.pick(30, 10, 3)
     for res in resolutions:
-        case = f"OpenFilter {res}"
+        case = "OpenFilter 16x16 (its floor)" if res == "tiny" else f"OpenFilter {res}"
         for transport, label, family, role in OPENFILTER_VARIANTS:
             def measure(t: str = transport, res: str = res) -> Dict[str, Any]:
                 return ofp.run_isolated(t, res, frames)
