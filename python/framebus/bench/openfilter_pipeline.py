@@ -18,7 +18,8 @@ Each hop is also split in three (``breakdown_ms``), from two more stamps: when O
 frame to the transport's encoder (``MQ.frames2topicmsgs``, the call every transport replaces) and
 when the receiver's decoder (``MQ.topicmsgs2frames``) has returned it. *before*: OpenFilter's own
 work in the sending process after ``process()`` returned (its request bookkeeping, metrics);
-*transport*: encoding, ZeroMQ's messages and decoding, where the transports differ; *after*:
+*transport*: encoding, OpenFilter's ZeroMQ messages and receive loop, and decoding (where the
+transports differ); *after*:
 OpenFilter's own work in the receiving process before it calls ``process()``.
 
 Run ``python -m framebus.bench.openfilter_pipeline --help`` (or examples/openfilter_pipeline.py).
