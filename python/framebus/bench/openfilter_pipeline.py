@@ -238,6 +238,8 @@ def summarize(records: List[Dict[str, Any]], transport: str, resolution: str, fr
     parts: List[List[List[float]]] = [[[], [], []] for _ in range(3)]
     for r in measured:
         t = r["t"]
+        if len(t) != 13:
+            raise RuntimeError(f"frame {r['i']} carries {len(t)} time stamps, not 13: a stage ran without the stamping wrappers (they reach the filters by fork)")
         for k in range(3):
             out, enc, dec, rin = t[1 + 4 * k : 5 + 4 * k]
             hops[k].append((rin - out) / 1e6)
