@@ -27,11 +27,6 @@ KNOWN_FAILURES = {
         "an aborted write_view is discarded and readers keep the last complete frame; pyshmem's "
         "single buffer is left half-written, so its readers get InconsistentStreamError"
     ),
-    "test_cross_process_writers_and_readers_never_tear": (
-        "its writers keep the write_view array after the with block; a live array pins its ring "
-        "slot, and three writers doing so hold three of the four slots, so the next writer waits "
-        "for a slot that never frees (pyshmem has one buffer and nothing to pin)"
-    ),
 }
 
 MIN_PASS_RATIO = 0.95

@@ -54,7 +54,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         Error::IncompatibleVersion { .. } => raise(py, "IncompatibleStreamError", (msg,)),
         Error::Corrupt { .. } => raise(py, "CorruptStreamError", (msg,)),
         Error::NotReady { .. } => raise(py, "StreamNotReadyError", (msg,)),
-        Error::Timeout { .. } => raise(py, "StreamTimeoutError", (msg,)),
+        Error::Timeout { .. } | Error::NoFreeSlot { .. } => raise(py, "StreamTimeoutError", (msg,)),
         Error::TooManyReaders { .. } => raise(py, "TooManyReadersError", (msg,)),
         Error::LockState { .. } => raise(py, "LockNotHeldError", (msg,)),
         Error::Empty { .. } => PyRuntimeError::new_err(msg),

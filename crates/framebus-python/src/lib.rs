@@ -93,6 +93,7 @@ fn gc(py: Python<'_>, dry_run: bool) -> Vec<String> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    framebus::ring::set_pages_in_use_check(pipe::may_hold_pages);
     m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
     m.add("FRAME_TABLE_BYTES", framebus::ring::frame_table::TABLE_BYTES)?;
     m.add("MAX_FRAME_ARRAYS", framebus::ring::frame_table::MAX_ARRAYS)?;

@@ -176,6 +176,12 @@ pub fn release_finished(py: Python<'_>) {
     }
 }
 
+/// Whether a pipe write of this process may still refer to the pages of `addr..addr + len`
+/// (vmsplice): the core then never gives a kept loan frame over that memory a private copy.
+pub fn may_hold_pages(addr: usize, len: usize) -> bool {
+    registry().all().iter().any(|w| w.may_hold_pages(addr as *const u8, len))
+}
+
 fn registry() -> &'static Registry<Held> {
     static PIPES: OnceLock<Registry<Held>> = OnceLock::new();
     PIPES.get_or_init(Registry::default)

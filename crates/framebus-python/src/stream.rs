@@ -126,8 +126,8 @@ impl PyStream {
         op: impl Fn(Deadline, &mut dyn FnMut() -> bool) -> Result<T, Error> + Send + Sync,
     ) -> PyResult<T> {
         if !heavy {
-            match op(Deadline::immediate(), &mut || true) {
-                Err(Error::Timeout { .. }) => {}
+            match op(Deadline::probe(), &mut || true) {
+                Err(Error::Timeout { .. } | Error::NoFreeSlot { .. }) => {}
                 r => return r.map_err(|e| CoreError(e).into()),
             }
             // Finished pipe writes may still hold loan arrays (and so pin their slots):

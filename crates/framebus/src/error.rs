@@ -54,6 +54,10 @@ pub enum Error {
     #[error("timed out after {seconds:.3} s waiting to {op} on stream {name:?}")]
     Timeout { name: String, op: &'static str, seconds: f64 },
 
+    /// A write found no slot it may take before its timeout; `holders` says what holds each.
+    #[error("timed out after {seconds:.3} s waiting for a free slot to write on stream {name:?}: {holders}")]
+    NoFreeSlot { name: String, seconds: f64, holders: String },
+
     /// The reader table is full.
     #[error("stream {name:?} already has {max} attached handles (its reader table is full); close unused handles or create it with a larger max_readers")]
     TooManyReaders { name: String, max: u32 },

@@ -46,20 +46,79 @@ fn a_second_claim_in_the_same_thread_is_refused() {
     assert!(!s.lock_held());
 }
 
+/// A kept frame pins its slot until the writer needs it: then the frame becomes the writing
+/// process's private copy (the bytes stay exactly the committed ones) and the slot is written.
+/// Before, the writer waited for its own kept array forever.
 #[test]
-fn a_pinned_commit_keeps_its_slot_until_dropped() {
-    let (_n, s) = stream("pinned", 2);
+fn a_kept_frame_gives_its_slot_to_its_writer_and_keeps_its_bytes() {
+    let (n, s) = stream("pinned", 2);
+    let reader = Stream::open(&n.0, ReaderMode::Latest).unwrap();
     let mut g = s.begin_loan(soon(), &mut || true).unwrap();
     g.payload_mut().fill(7);
     let kept = g.commit_pinned(&FrameInfo::default(), false).unwrap();
     assert_eq!(kept.seq(), 1);
     assert!(!kept.detached());
-    // Slot A (kept, frame 1) is pinned; slot B takes frame 2; frame 3 has nowhere to go.
+    assert!(kept.pins_slot());
+    // Slot B takes frame 2; frame 3 needs slot A, which only the kept frame holds.
     assert_eq!(write(&s, 8).unwrap(), 2);
-    assert!(matches!(write(&s, 9), Err(Error::Timeout { .. })));
-    assert_eq!(kept.pinned().frame().payload, &[7; 8]);
-    drop(kept);
+    assert!(kept.pins_slot(), "nothing was evicted while a slot was free");
     assert_eq!(write(&s, 9).unwrap(), 3);
+    assert!(!kept.pins_slot());
+    assert!(kept.detached(), "the kept bytes are a private copy now");
+    assert_eq!(kept.bytes(), &[7; 8]);
+    for byte in 10..20 {
+        write(&s, byte).unwrap();
+        assert_eq!(reader.read_latest(|f| f.payload.to_vec()).unwrap(), vec![byte; 8]);
+        assert_eq!(kept.bytes(), &[7; 8]);
+    }
+    drop(kept);
+    for byte in 20..30 {
+        write(&s, byte).unwrap();
+        assert_eq!(reader.read_latest(|f| f.payload.to_vec()).unwrap(), vec![byte; 8]);
+    }
+}
+
+/// Kept frames of several loans, the same slot kept again after an eviction, and another
+/// handle of the same process keeping frames: the writer never waits, and every kept frame
+/// keeps its bytes.
+#[test]
+fn many_kept_frames_never_block_the_writer() {
+    let (n, s) = stream("many", 2);
+    let other = Arc::new(Stream::open(&n.0, ReaderMode::Latest).unwrap());
+    let reader = Stream::open(&n.0, ReaderMode::Latest).unwrap();
+    let mut kept = Vec::new();
+    for round in 0u8..40 {
+        let by = if round % 3 == 0 { &other } else { &s };
+        let mut g = by.begin_loan(soon(), &mut || true).unwrap();
+        g.payload_mut().fill(round);
+        kept.push((round, g.commit_pinned(&FrameInfo::default(), round % 2 == 0).unwrap()));
+        write(&s, 200).unwrap();
+        assert_eq!(reader.read_latest(|f| f.payload.to_vec()).unwrap(), vec![200; 8]);
+        if round % 5 == 4 {
+            kept.remove(0);
+        }
+    }
+    for (round, k) in &kept {
+        assert_eq!(k.bytes(), &[*round; 8]);
+    }
+}
+
+/// A slot pinned by a view (not a kept frame) is not taken: the write times out and says what
+/// holds each slot.
+#[test]
+fn a_write_blocked_by_a_view_says_what_holds_each_slot() {
+    let (n, s) = stream("blocked", 2);
+    let reader = Arc::new(Stream::open(&n.0, ReaderMode::Latest).unwrap());
+    write(&s, 1).unwrap();
+    let view = reader.pin_latest().unwrap();
+    write(&s, 2).unwrap();
+    let err = write(&s, 3).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::NoFreeSlot { .. }), "{text}");
+    assert!(text.contains("slot 0 is pinned by a view in this process"), "{text}");
+    assert!(text.contains("slot 1 holds the newest frame (2)"), "{text}");
+    drop(view);
+    assert_eq!(write(&s, 3).unwrap(), 3);
 }
 
 /// Memory of a loan that outlives its commit (a writable alias the caller kept) writes into
@@ -78,7 +137,7 @@ fn writes_through_a_kept_loan_after_commit_stay_private() {
     // stale writable NumPy view or memoryview of the loan's array.
     unsafe { std::ptr::write_bytes(alias, 99, 8) };
     assert_eq!(reader.read_latest(|f| f.payload.to_vec()).unwrap(), vec![7; 8]);
-    assert_eq!(kept.pinned().frame().payload, &[99; 8], "the writing handle sees its own copy");
+    assert_eq!(kept.bytes(), &[99; 8], "the writing handle sees its own copy");
     drop(kept);
     // Both slots rewritten: the kept slot is shared again.
     for byte in [8, 9, 10] {
@@ -95,10 +154,11 @@ fn a_pinned_abort_keeps_the_empty_slot_until_dropped() {
     let kept = g.abort_pinned();
     assert_eq!(kept.seq(), 0);
     assert!(!s.lock_held());
-    // The newest frame's slot and the kept slot: nothing free.
-    assert!(matches!(write(&s, 2), Err(Error::Timeout { .. })));
-    drop(kept);
+    // The newest frame's slot and the kept slot: the kept (empty) slot is given up.
     assert_eq!(write(&s, 2).unwrap(), 2);
+    assert!(!kept.pins_slot());
+    drop(kept);
+    assert_eq!(write(&s, 3).unwrap(), 3);
 }
 
 #[test]
@@ -179,7 +239,7 @@ fn pin_seq_on_a_lossless_handle_releases_earlier_frames() {
     for b in 1..=4 {
         write(&w, b).unwrap();
     }
-    assert!(matches!(write(&w, 5), Err(Error::Timeout { .. })));
+    assert!(matches!(write(&w, 5), Err(Error::NoFreeSlot { .. })));
     let p = r.pin_seq(3).unwrap();
     assert_eq!(p.frame().payload, &[3; 8]);
     drop(p);

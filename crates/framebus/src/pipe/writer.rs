@@ -88,6 +88,14 @@ impl<K: Payload> Writer<K> {
         self.shared.fd
     }
 
+    /// Whether the kernel may hold pages of `addr..addr + len` for this descriptor: a job over
+    /// that memory is unfinished on a descriptor written with vmsplice (its pipe refers to the
+    /// pages themselves until the reader has read them, or will once the job starts).
+    pub fn may_hold_pages(&self, addr: *const u8, len: usize) -> bool {
+        let inner = self.shared.lock();
+        inner.stats.vmsplice && inner.queue.overlaps(addr as usize, len)
+    }
+
     /// The process that started this writer (after fork(), a child must not use its parent's).
     pub fn pid(&self) -> u32 {
         self.pid

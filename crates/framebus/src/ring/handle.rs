@@ -78,6 +78,10 @@ pub struct Stream {
     pub(super) ro_payloads: OnceLock<Mapping>,
     /// Write-lock holds taken through this handle: (holder token, depth). Released on close.
     pub(super) holds: Mutex<(u64, u32)>,
+    /// Where the handle reaches each slot (windows.rs).
+    pub(super) windows: super::windows::SlotWindows,
+    /// Kept frames of finished loans (kept.rs).
+    pub(super) kept: Mutex<super::kept::KeptTable>,
 }
 
 impl Stream {
@@ -250,6 +254,8 @@ impl Stream {
             lock_recoveries: LocalU64::new(0),
             ro_payloads: OnceLock::new(),
             holds: Mutex::new((0, 0)),
+            windows: Default::default(),
+            kept: Default::default(),
         };
         if let Some(mode) = mode {
             s.entry = s.register(mode)?;
@@ -305,37 +311,15 @@ impl Stream {
         unsafe { &*self.map.as_ptr().add(self.geometry.readers_offset as usize + i as usize * std::mem::size_of::<ReaderEntry>()).cast::<ReaderEntry>() }
     }
 
-    /// Start of slot `i`'s payload (frame bytes, then metadata).
+    /// Start of slot `i`'s payload (frame bytes, then metadata) in this handle's read-write view:
+    /// its place in the mapping, or the window it is reached through while a kept frame's
+    /// private copy occupies that place (windows.rs).
     pub(super) fn payload(&self, i: u32) -> *mut u8 {
         assert!(i < self.geometry.slot_count);
-        // SAFETY: payload_offset + slot_count * slot_stride == total_bytes == mapping length.
-        unsafe { self.map.as_ptr().add((self.geometry.payload_offset + u64::from(i) * self.geometry.slot_stride) as usize) }
-    }
-
-    /// Backs slot `i`'s pages in this handle's read-write mapping with a private copy-on-write
-    /// mapping of the same bytes (see kept.rs); returns the shared pages set aside, if the
-    /// kernel could move them. The caller holds a pin on the slot, so no claim writes it.
-    pub(super) fn detach_slot(&self, i: u32) -> Result<Option<Mapping>> {
-        let (ptr, offset, len) = self.slot_range(i);
-        // SAFETY: slot i's stride is page-aligned (layout asserts payload_offset and slot_stride
-        // are multiples of 4096) and lies inside `self.map`, which maps the segment from file
-        // offset 0 read-write and shared. The slot is pinned by the caller, so the writer does
-        // not claim it; the core keeps no reference into it; views read through the separate
-        // read-only mapping.
-        unsafe { self.segment.detach(ptr, offset, len) }
-    }
-
-    /// Undoes [`Stream::detach_slot`]: slot `i` is shared again.
-    pub(super) fn reattach_slot(&self, i: u32, parked: Option<Mapping>) -> Result<()> {
-        let (ptr, offset, len) = self.slot_range(i);
-        // SAFETY: as in detach_slot; the range is the one detach_slot made private and
-        // `parked` what it returned.
-        unsafe { self.segment.reattach(ptr, offset, len, parked) }
-    }
-
-    fn slot_range(&self, i: u32) -> (*mut u8, u64, usize) {
-        let offset = self.geometry.payload_offset + u64::from(i) * self.geometry.slot_stride;
-        (self.payload(i), offset, self.geometry.slot_stride as usize)
+        match self.windows.current(i) {
+            Some(window) => window,
+            None => self.home_range(i).0,
+        }
     }
 
     /// This handle's own reader entry.

@@ -211,7 +211,9 @@ pub struct ReaderEntry {
     pub _pad0: u32,
     /// A short label (UTF-8, NUL-padded): a bridge endpoint, a file name.
     pub label: [AtomicU64; 6],
-    pub _reserved: [u64; 1],
+    /// Bit i set while a kept loan array of this handle (a finished loan's array still
+    /// referenced) pins slot i; a subset of `pinned`, read only for messages and monitors.
+    pub kept: AtomicU64,
 }
 
 /// Roles stored in `ReaderEntry::role` (shown by `framebus top`).

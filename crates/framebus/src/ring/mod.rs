@@ -1,5 +1,6 @@
 //! The ring of frame slots in one segment: layout, handles, the writer and the readers.
 
+mod blocked;
 pub mod frame_table;
 pub mod monitor;
 mod handle;
@@ -10,10 +11,11 @@ mod reader;
 mod readers;
 mod spec;
 mod variable;
+mod windows;
 mod writer;
 
 pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
-pub use kept::KeptSlot;
+pub use kept::{set_pages_in_use_check, KeptSlot};
 pub use reader::{FrameRef, Pinned};
 pub use spec::StreamSpec;
 pub use layout::MAX_SEQ;

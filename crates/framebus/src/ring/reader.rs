@@ -79,6 +79,11 @@ impl Stream {
         self.count_pin(&mut pins, slot);
     }
 
+    /// How many pins this handle holds on `slot`.
+    pub(super) fn pin_count(&self, slot: u32) -> u32 {
+        self.pins.lock().unwrap_or_else(|p| p.into_inner()).count[slot as usize]
+    }
+
     /// Drops one pin of `slot`.
     pub(super) fn unpin(&self, slot: u32) {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
@@ -251,6 +256,9 @@ impl Stream {
             let Some(slice) = deadline.slice() else {
                 return Err(Error::Timeout { name: self.name.clone(), op: "receive a new frame", seconds: deadline.seconds() });
             };
+            // A process waiting for a frame gives up its kept loan frames if a writer waits for
+            // a slot (the writer may be waiting for them: kept.rs).
+            self.yield_kept_to_waiting_writer();
             h.waiters.fetch_add(1, Ordering::SeqCst);
             if self.published()?.0 <= after && h.ended.load(Ordering::SeqCst) == 0 {
                 futex::wait(&h.notify, n, slice);
@@ -440,9 +448,13 @@ impl Pinned {
         Ok((unsafe { base.add((u64::from(self.slot) * self.stream.geometry.slot_stride) as usize) }, len))
     }
 
-    /// The slot the frame is in.
-    pub(super) fn slot(&self) -> u32 {
-        self.slot
+    /// (stream, slot, seq), handing the pin over to the caller, who must unpin the slot.
+    pub(super) fn into_parts(self) -> (Arc<Stream>, u32, u64) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again, so moving the Arc out of it leaves no
+        // second owner.
+        let stream = unsafe { std::ptr::read(&this.stream) };
+        (stream, this.slot, this.seq)
     }
 
     /// The stream this frame belongs to.

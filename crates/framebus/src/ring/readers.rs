@@ -36,6 +36,7 @@ impl Stream {
                 e.pinned_since_ns.store(0, Ordering::Relaxed);
                 e.writer_waits.store(0, Ordering::Relaxed);
                 e.role.store(role::HANDLE, Ordering::Relaxed);
+                e.kept.store(0, Ordering::Relaxed);
                 for word in &e.label {
                     word.store(0, Ordering::Relaxed);
                 }
@@ -136,7 +137,7 @@ impl Stream {
         freed
     }
 
-    fn readers_hwm(&self) -> u32 {
+    pub(super) fn readers_hwm(&self) -> u32 {
         self.header().readers_hwm.load(Ordering::SeqCst).min(self.geometry.max_readers)
     }
 
@@ -214,6 +215,11 @@ impl Stream {
     /// Pin masks of all entries that may be in use.
     pub(super) fn pin_masks(&self) -> impl Iterator<Item = &crate::sync::atomic::AtomicU64> + '_ {
         (0..self.readers_hwm()).map(|r| &self.reader(r).pinned)
+    }
+
+    /// Union of the pin masks of every entry but this handle's.
+    pub(super) fn pinned_by_others(&self) -> u64 {
+        (0..self.readers_hwm()).filter(|&r| r != self.entry).fold(0, |m, r| m | self.reader(r).pinned.load(Ordering::SeqCst))
     }
 
     /// Tells a writer waiting for a slot that one may have become free.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::handle::{now_ns, Stream};
-use super::kept::KeptSlot;
+use super::kept::{Evict, KeptSlot};
 use super::reader::Pinned;
 use super::layout::{published, slot_state, state_seq, unpack_published, MAX_SEQ, WRITING};
 use super::protocol;
@@ -65,8 +65,16 @@ impl Stream {
     /// Takes the cross-process write lock (re-entrant for the calling thread). Returns how it was
     /// obtained; `Recovered` means its holder had died and any frame it was writing is dropped.
     /// Holds taken through this handle are released when the handle is closed or dropped.
+    /// A writer of this process that has to wait for the lock while another waits for a slot
+    /// first gives up its process's kept loan frames (kept.rs), so that a kept array never
+    /// holds back the writer it waits for.
     pub fn acquire(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Acquired> {
-        let how = self.lock_words().acquire(deadline, check).map_err(|e| self.lock_error(e, Some(deadline)))?;
+        self.yield_kept_to_waiting_writer();
+        let mut looking = || {
+            self.yield_kept_to_waiting_writer();
+            check()
+        };
+        let how = self.lock_words().acquire(deadline, &mut looking).map_err(|e| self.lock_error(e, Some(deadline)))?;
         match how {
             Acquired::Reentrant => {}
             Acquired::Recovered { .. } => {
@@ -82,6 +90,14 @@ impl Stream {
         let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
         *holds = (my_token(), holds.1 + 1);
         Ok(how)
+    }
+
+    /// Gives up this process's kept frames on this stream if a writer waits for a slot (see
+    /// kept.rs); one process-local load when the process keeps none.
+    pub(super) fn yield_kept_to_waiting_writer(&self) {
+        if super::kept::any_kept() && self.header().writer_waiters.load(Ordering::SeqCst) > 0 && !self.lock_held() {
+            self.evict_kept(Evict::All);
+        }
     }
 
     /// Records this process as the stream's writer (for monitors): two relaxed stores, and
@@ -208,7 +224,12 @@ impl Stream {
                 counted(waiting_since);
                 return Ok(claimed);
             }
-            // Nothing free: maybe a reader died holding pins or lagging; look at most every 100 ms.
+            // Nothing free: a frame a finished loan of this process keeps is given a private
+            // copy and its slot taken (a writer never waits for its own process's kept arrays).
+            if self.evict_kept(Evict::Claimable) > 0 {
+                continue;
+            }
+            // Maybe a reader died holding pins or lagging; look at most every 100 ms.
             if reaped_at.is_none_or(|t| t.elapsed() >= WAIT_SLICE) {
                 reaped_at = Some(Instant::now());
                 if self.reap_dead_readers() > 0 {
@@ -217,7 +238,7 @@ impl Stream {
             }
             let Some(slice) = deadline.slice() else {
                 counted(waiting_since);
-                return Err(Error::Timeout { name: self.name.clone(), op: "write (every free slot is pinned by a view or holds a frame a lossless reader has not read)", seconds: deadline.seconds() });
+                return Err(Error::NoFreeSlot { name: self.name.clone(), seconds: deadline.seconds(), holders: if deadline.is_probe() { String::new() } else { self.why_no_free_slot() } });
             };
             if waiting_since.is_none() {
                 waiting_since = Some(Instant::now());
@@ -227,6 +248,9 @@ impl Stream {
             // Register as a waiter first, then look again: a reader that frees a slot after this
             // look sees the waiter and bumps `released`, so the futex wait cannot miss it.
             h.writer_waiters.fetch_add(1, Ordering::SeqCst);
+            // Writers of other processes waiting for the lock look again now, and give up the
+            // kept frames that may be what this one waits for.
+            self.lock_words().nudge_waiters();
             let released = h.released.load(Ordering::SeqCst);
             let claimed = self.try_claim();
             if claimed.is_none() {

@@ -171,6 +171,58 @@ impl Segment {
         Ok(())
     }
 
+    /// A second read-write shared mapping of `offset..offset + len` (a page-aligned slot): a
+    /// window through which a handle reaches a slot whose usual address is taken by a kept
+    /// frame's private copy (see `ring/kept.rs`). Prepared like the writer's own mapping.
+    pub fn map_window(&self, offset: u64, len: usize) -> Result<Mapping> {
+        self.map_range(offset, len, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// Makes `addr..addr + len`, a read-write range that maps this segment's bytes at `offset`
+    /// (shared, or privately after [`Segment::detach`]), this process's own: mapped privately
+    /// if it was shared, then every page copied now (`MADV_POPULATE_WRITE` breaks
+    /// copy-on-write for a private mapping in one call; where the kernel lacks it, one write
+    /// of each page's first byte does the same). Afterwards no byte of the range changes when
+    /// the segment does, and every byte reads as it did before. Pages written privately before
+    /// (a stale alias's writes) keep their contents.
+    ///
+    /// # Safety
+    /// As for `detach`. The range's bytes may be read (not written) by other threads meanwhile:
+    /// every address stays mapped to the same bytes throughout.
+    pub unsafe fn make_private(&self, addr: *mut u8, offset: u64, len: usize, already_private: bool) -> Result<()> {
+        if !already_private {
+            // SAFETY: the caller's contract: the range maps this file range and nothing borrows it.
+            unsafe { self.map_over(addr, offset, len, libc::MAP_PRIVATE)? };
+        }
+        // SAFETY: populating for writing changes no byte; it only gives each page a private copy.
+        if unsafe { libc::madvise(addr.cast(), len, libc::MADV_POPULATE_WRITE) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINVAL) {
+            return Err(io_error("copy the pages of", &self.name, err));
+        }
+        for page in (0..len).step_by(4096) {
+            // SAFETY: the range is mapped read-write (privately) and page-aligned; an atomic add
+            // of zero rewrites a byte with its own value, which makes the kernel copy the page.
+            unsafe { std::sync::atomic::AtomicU8::from_ptr(addr.add(page)).fetch_add(0, std::sync::atomic::Ordering::Relaxed) };
+        }
+        Ok(())
+    }
+
+    /// Maps `offset..offset + len` of the segment shared again at `addr`, dropping the private
+    /// pages [`Segment::make_private`] made there (a window given back for reuse).
+    ///
+    /// # Safety
+    /// As for `detach`: the range maps this file range (privately) and nothing uses it.
+    pub unsafe fn share_again(&self, addr: *mut u8, offset: u64, len: usize) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.map_over(addr, offset, len, libc::MAP_SHARED)? };
+        // SAFETY: the range was just mapped again and nothing uses it.
+        unsafe { crate::copy::plan().pages.restore(addr, len) };
+        Ok(())
+    }
+
     /// Maps `offset..offset + len` of this segment at `addr` (MAP_FIXED) with `share`.
     ///
     /// # Safety

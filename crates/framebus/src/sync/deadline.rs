@@ -11,22 +11,35 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(100);
 pub struct Deadline {
     at: Option<Instant>,
     timeout: Option<Duration>,
+    /// A first attempt made before the real wait (its timeout is not reported to anyone).
+    probe: bool,
 }
 
 impl Deadline {
     /// A deadline `timeout` from now (None: never).
     pub fn after(timeout: Option<Duration>) -> Deadline {
-        Deadline { at: timeout.map(|t| Instant::now().checked_add(t).unwrap_or_else(far_future)), timeout }
+        Deadline { at: timeout.map(|t| Instant::now().checked_add(t).unwrap_or_else(far_future)), timeout, probe: false }
     }
 
     /// Already expired: a blocking call makes one attempt and does not wait.
     pub fn immediate() -> Deadline {
-        Deadline { at: Some(Instant::now()), timeout: Some(Duration::ZERO) }
+        Deadline { at: Some(Instant::now()), timeout: Some(Duration::ZERO), probe: false }
+    }
+
+    /// As `immediate`, for an attempt made before waiting with the real deadline: a call that
+    /// times out under it may leave out the costly details of its message.
+    pub fn probe() -> Deadline {
+        Deadline { probe: true, ..Deadline::immediate() }
+    }
+
+    /// Whether this is a [`Deadline::probe`].
+    pub fn is_probe(&self) -> bool {
+        self.probe
     }
 
     /// No deadline.
     pub fn never() -> Deadline {
-        Deadline { at: None, timeout: None }
+        Deadline { at: None, timeout: None, probe: false }
     }
 
     /// The next sleep: at most WAIT_SLICE, or None once the deadline has passed.

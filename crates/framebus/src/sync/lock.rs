@@ -123,6 +123,15 @@ impl LockWords<'_> {
         }
     }
 
+    /// Wakes the threads waiting for the lock without freeing it, so that each looks around
+    /// once (a writer waiting for a slot asks them to give up kept frames) and waits again.
+    pub fn nudge_waiters(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.futex.fetch_add(1, Ordering::SeqCst);
+            futex::wake_all(self.futex);
+        }
+    }
+
     /// Drops one level of the calling thread's hold; frees the lock at depth zero.
     pub fn release(&self) -> Result<(), LockError> {
         self.release_token(my_token())

@@ -1,0 +1,239 @@
+"""Kept loan arrays never deadlock a writer: an array still referenced after its loan ended
+(the `with` target Python leaves bound, a list of frames, a buffer handed to pipe()) keeps the
+committed frame, and when a writer needs its slot the array gets a private copy of its bytes and
+the slot is taken. Multi-process: several writers keeping loans on a 2-slot ring, a kept array in
+a process that waits for frames, and one in a process that does nothing framebus can see (the
+only case a writer still waits for, with a message that names it)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import framebus
+
+sys.path.insert(0, str(Path(__file__).parent))
+import kept_loan_children as children  # noqa: E402
+
+
+@pytest.fixture
+def name():
+    n = f"kept-{uuid.uuid4().hex[:10]}"
+    yield n
+    try:
+        framebus.unlink(n)
+    except FileNotFoundError:
+        pass
+
+
+def test_readme_loan_then_writes_on_a_two_slot_ring(name):
+    """The README's `with cam.loan() as buf:` and then write()s, with no reader at all: the
+    writer used to wait forever for the slot `buf` kept."""
+    with framebus.create(name, shape=(1080, 1920, 3), dtype=np.uint8, slots=2) as cam:
+        rd = framebus.open(name)
+        with cam.loan() as buf:
+            buf[:] = 255
+        for i in range(6):
+            cam.write(np.full((1080, 1920, 3), i, np.uint8), timeout=10)
+            assert rd.read()[0, 0, 0] == i
+        assert (buf == 255).all(), "the kept array still shows the frame it committed"
+        assert not buf.flags.writeable
+        rd.close()
+
+
+def test_several_kept_arrays_on_four_slots(name):
+    """A list of loan arrays (more kept frames than free slots) and writes between them."""
+    with framebus.create(name, shape=(256, 256), dtype=np.uint8, slots=4) as w:
+        rd = framebus.open(name)
+        kept = []
+        for i in range(12):
+            with w.loan(timeout=10) as buf:
+                buf[:] = i
+            kept.append(buf)
+            for j in range(3):
+                w.write(np.full((256, 256), 100 + j, np.uint8), timeout=10)
+            assert rd.read()[0, 0] == 102
+        assert [int(a[0, 0]) for a in kept] == list(range(12))
+        assert all((a == a[0, 0]).all() for a in kept)
+        del kept, buf
+        for j in range(8):
+            w.write(np.full((256, 256), j, np.uint8), timeout=10)
+            assert rd.read()[-1, -1] == j
+        rd.close()
+
+
+def _drain(fd: int, nbytes: int) -> "tuple[threading.Thread, bytearray]":
+    got = bytearray()
+
+    def run() -> None:
+        while len(got) < nbytes:
+            chunk = os.read(fd, nbytes - len(got))
+            if not chunk:
+                break
+            got.extend(chunk)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, got
+
+
+def test_a_loan_handed_to_a_pipe_then_writes(name):
+    """A loan given to pipe() (written with vmsplice: the pipe refers to the slot's pages until
+    its reader has read them), its array left bound, then write()s on a 2-slot ring: the writer
+    waits only while the pipe still refers to the pages, and the reader gets the loan's bytes."""
+    w = framebus.create(name, shape=(512, 1024), dtype=np.uint8, slots=2)
+    r, wfd = os.pipe()
+    try:
+        reader, got = _drain(r, 3 * 512 * 1024)
+        for value in (7, 8, 9):
+            with w.loan(timeout=10) as buf:
+                buf[:] = value
+                framebus.pipe(buf, wfd)
+            for i in range(4):
+                w.write(np.full((512, 1024), 100 + i, np.uint8), timeout=10)
+            assert (buf == value).all()
+        framebus.sync(wfd, timeout=10)
+        reader.join(10)
+        assert bytes(got) == b"\x07" * (512 * 1024) + b"\x08" * (512 * 1024) + b"\x09" * (512 * 1024)
+    finally:
+        framebus.close(wfd)
+        os.close(r)
+        os.close(wfd)
+        w.close()
+
+
+@pytest.mark.parametrize("alias", ["numpy view", "memoryview"])
+def test_a_writable_alias_of_an_evicted_frame_stays_private(name, alias):
+    """A writable alias made during the loan writes only this process's copy, before and after
+    the slot is taken back: readers see exactly the frames written."""
+    with framebus.create(name, shape=(64, 64), dtype=np.uint8, slots=2) as w:
+        rd = framebus.open(name)
+        with w.loan() as buf:
+            buf[:] = 9
+            stale = buf.reshape(-1) if alias == "numpy view" else memoryview(buf).cast("B")
+        for i in range(6):
+            w.write(np.full((64, 64), 100 + i, np.uint8), timeout=10)
+            stale[0] = 200
+            got = rd.read()
+            assert (got == 100 + i).all()
+        assert buf[0, 0] == 200 and (buf.reshape(-1)[1:] == 9).all()
+        del stale, buf
+        rd.close()
+
+
+def test_a_timeout_names_a_view_that_holds_the_slot(name):
+    """A slot held by a view (not a kept loan) still makes the writer wait; the message names
+    the view and the newest frame."""
+    with framebus.create(name, shape=(16,), dtype=np.uint8, slots=2) as w:
+        rd = framebus.open(name)
+        w.write(np.zeros(16, np.uint8))
+        view = rd.view()
+        w.write(np.ones(16, np.uint8))
+        with pytest.raises(framebus.StreamTimeoutError) as info:
+            w.write(np.ones(16, np.uint8), timeout=0.2)
+        text = str(info.value)
+        assert "pinned by a view in this process" in text and "holds the newest frame (2)" in text, text
+        view.release()
+        w.write(np.ones(16, np.uint8), timeout=10)
+        rd.close()
+
+
+def _spawn():
+    return mp.get_context("spawn")
+
+
+def _collect(queue, count):
+    reports = [queue.get(timeout=120) for _ in range(count)]
+    errors = [r for r in reports if r[0] == "error"]
+    assert not errors, errors
+    return reports
+
+
+def test_several_writers_keeping_loans_on_a_two_slot_ring(name):
+    """Three writer processes alternate write() and a loan they keep (plus their last three
+    loan arrays), two readers view frames: every write lands, no frame is torn, no kept array
+    changes. This is pyshmem's own stress test's pattern, which used to hang."""
+    ctx = _spawn()
+    iterations = 300
+    w = framebus.create(name, shape=(children.ELEMENTS,), dtype=np.int64, slots=2)
+    w.write(np.zeros(children.ELEMENTS, np.int64), frame_id=0)
+    results = ctx.Queue()
+    stop = ctx.Event()
+    readers = [ctx.Process(target=children.reader, args=(name, stop, results)) for _ in range(2)]
+    writers = [ctx.Process(target=children.writer, args=(name, v, iterations, 3, results)) for v in (1, 2, 3)]
+    try:
+        for p in readers + writers:
+            p.start()
+        done = _collect(results, len(writers))
+        stop.set()
+        done += _collect(results, len(readers))
+        for p in readers + writers:
+            p.join(60)
+            assert p.exitcode == 0
+        assert sorted((r[1], r[2], r[3]) for r in done if r[0] == "writer") == [(v, iterations, 0) for v in (1, 2, 3)]
+        assert [r[2] for r in done if r[0] == "reader"] == [0, 0], done
+        assert w.write_sequence == 1 + 3 * iterations
+    finally:
+        stop.set()
+        for p in readers + writers:
+            if p.is_alive():
+                p.terminate()
+                p.join()
+        w.close()
+
+
+def test_a_process_waiting_for_frames_gives_up_its_kept_frame(name):
+    """A kept array in a process that waits for frames (read_new) lets another process's writer
+    take the slot: that process's frame wait gives the array a private copy."""
+    ctx = _spawn()
+    w = framebus.create(name, shape=(1024,), dtype=np.uint8, slots=2)
+    results, ready = ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=children.keep_and_wait_for_frames, args=(name, ready, results))
+    try:
+        child.start()
+        assert ready.wait(60)
+        for value in (1, 2, 3):
+            w.write(np.full(1024, value, np.uint8), timeout=30)
+        (report,) = _collect(results, 1)
+        assert report == ("frames", [1, 2, 3], True)
+        child.join(60)
+        assert child.exitcode == 0
+    finally:
+        if child.is_alive():
+            child.terminate()
+            child.join()
+        w.close()
+
+
+def test_a_kept_array_of_an_idle_process_is_named_in_the_timeout(name):
+    """The one case left: another process keeps a loan array and never writes or waits. The
+    writer waits for it like for a view, and its timeout says which process keeps what."""
+    ctx = _spawn()
+    w = framebus.create(name, shape=(1024,), dtype=np.uint8, slots=2)
+    results, ready, release = ctx.Queue(), ctx.Event(), ctx.Event()
+    child = ctx.Process(target=children.keep_and_idle, args=(name, ready, release, results))
+    try:
+        child.start()
+        assert ready.wait(60)
+        w.write(np.ones(1024, np.uint8), timeout=10)
+        with pytest.raises(framebus.StreamTimeoutError) as info:
+            w.write(np.ones(1024, np.uint8), timeout=0.3)
+        assert f"kept loan array of process {child.pid}" in str(info.value), str(info.value)
+        release.set()
+        (report,) = _collect(results, 1)
+        assert report == ("kept", True)
+        child.join(60)
+        w.write(np.ones(1024, np.uint8), timeout=10)
+    finally:
+        release.set()
+        if child.is_alive():
+            child.terminate()
+            child.join()
+        w.close()
