@@ -239,6 +239,11 @@ impl Stream {
 
     /// `evict_kept` for this handle's own kept frames.
     fn evict_own(&self, which: Evict) -> usize {
+        // A handle inherited through fork() pins for the parent's entry: its kept frames are the
+        // parent's to give up.
+        if self.is_attached() && self.my_entry().pid.load(Ordering::Acquire) != crate::process::ProcessId::current().pid {
+            return 0;
+        }
         let mut table = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let (latest, latest_slot) = unpack_published(self.header().published.load(Ordering::SeqCst));
         let c = self.constraints();
