@@ -25,8 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 LENGTHS = {
-    "short": {"iters": 10, "soak": 30.0, "py_fuzz": 30, "rust_fuzz": 64},
-    "long": {"iters": 200, "soak": 600.0, "py_fuzz": 400, "rust_fuzz": 5000},
+    "short": {"iters": 10, "soak": 30.0, "py_fuzz": 30, "rust_fuzz": 64, "kept_iters": 500},
+    "long": {"iters": 200, "soak": 600.0, "py_fuzz": 400, "rust_fuzz": 5000, "kept_iters": 20000},
 }
 
 
@@ -61,7 +61,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--soak-seconds", type=float)
     ap.add_argument("--py-fuzz", type=int, help="damaged segments opened from Python")
     ap.add_argument("--rust-fuzz", type=int, help="proptest cases per property")
-    ap.add_argument("--only", nargs="*", default=None, help="crash, soak, pyfuzz, rustfuzz (default: all)")
+    ap.add_argument("--only", nargs="*", default=None, help="crash, soak, pyfuzz, rustfuzz, kept (default: all)")
     ap.add_argument("--seed", type=int, help="FRAMEBUS_STRESS_SEED (a random one is printed otherwise)")
     ap.add_argument("--json", default=os.path.join(ROOT, "bench-out", "stress.json"))
     args = ap.parse_args(argv)
@@ -72,8 +72,9 @@ def main(argv: List[str]) -> int:
             cfg[k] = v
     if args.seed is not None:
         os.environ["FRAMEBUS_STRESS_SEED"] = str(args.seed)
-    only = set(args.only or ["crash", "soak", "pyfuzz", "rustfuzz"])
+    only = set(args.only or ["crash", "soak", "pyfuzz", "rustfuzz", "kept"])
 
+    import kept_loan_children
     import reliability_crash
     import reliability_soak
     import test_reliability_fuzz
@@ -86,7 +87,7 @@ def main(argv: List[str]) -> int:
     shm_before, fds_before = shm_entries(), fd_count()
     started = time.monotonic()
     report: Dict[str, Any] = {"length": length, "config": cfg, "seed": int(seed), "host": platform.node(), "cpus": os.cpu_count(),
-                              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "crash": [], "soak": None, "py_fuzz": None, "rust_fuzz": None}
+                              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "crash": [], "soak": None, "py_fuzz": None, "rust_fuzz": None, "kept": None}
     failures: List[str] = []
 
     if "crash" in only:
@@ -118,6 +119,14 @@ def main(argv: List[str]) -> int:
         report["rust_fuzz"] = r
         if r["returncode"]:
             failures.append(f"rust fuzz failed: {r['tail'][-500:]}")
+
+    if "kept" in only:
+        r = kept_loan_children.run_writers_keeping_loans(f"rel-kept-{os.getpid()}", writers=4, iterations=cfg["kept_iters"], keep=3)
+        print(f"  kept loans: {r['writers']} writers x {r['iterations']} writes on {r['slots']} slots, {r['reads']} reads, "
+              f"torn {r['torn']}, kept arrays changed {r['kept_arrays_changed']}, errors {r['errors'][:3]}  [{r['seconds']} s]", flush=True)
+        report["kept"] = r
+        if r["errors"] or r["torn"] or r["kept_arrays_changed"] or r["writes_reported"] != r["writes_in_stream"]:
+            failures.append(f"kept loans: {r}")
 
     import gc
 
@@ -153,6 +162,10 @@ def table(r: Dict[str, Any]) -> str:
     if s:
         rows.append((f"soak 1080p, 1 writer + 2 lossless + 2 latest, {r['config']['soak']:.0f} s", "-", s["frames_checked"], s["lost"], s["torn"],
                      len(s["errors"]), f"{s['seconds']:.0f} s"))
+    k = r.get("kept")
+    if k:
+        rows.append((f"kept loans: {k['writers']} writers keeping loans, {k['slots']} slots", "-", k["reads"],
+                     k["writes_reported"] - k["writes_in_stream"], k["torn"] + k["kept_arrays_changed"], len(k["errors"]), f"{k['seconds']:.0f} s"))
     lines = ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
     lines.insert(1, "|" + "---|" * len(rows[0]))
     extra = []

@@ -4,7 +4,9 @@ parent test shows what went wrong."""
 
 from __future__ import annotations
 
-from typing import Any
+import multiprocessing as mp
+import time
+from typing import Any, Dict
 
 import numpy as np
 
@@ -90,3 +92,53 @@ def keep_and_wait_for_frames(name: str, ready: Any, results: Any) -> None:
         w.close()
     except BaseException as exc:  # noqa: BLE001
         results.put(("error", repr(exc)))
+
+
+def run_writers_keeping_loans(name: str, writers: int, iterations: int, keep: int, slots: int = 2, readers: int = 2) -> Dict[str, Any]:
+    """Spawns `writers` writer processes (each alternating write() and a kept loan, keeping
+    its last `keep` loan arrays) and `readers` viewing readers on a new stream, waits for them
+    and returns what they reported: every write counted, torn frames, changed kept arrays."""
+    import framebus
+
+    ctx = mp.get_context("spawn")
+    started = time.monotonic()
+    w = framebus.create(name, shape=(ELEMENTS,), dtype=np.int64, slots=slots)
+    w.write(np.zeros(ELEMENTS, np.int64), frame_id=0)
+    results, stop = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=reader, args=(name, stop, results)) for _ in range(readers)]
+    procs += [ctx.Process(target=writer, args=(name, v, iterations, keep, results)) for v in range(1, writers + 1)]
+    reports = []
+    try:
+        for p in procs:
+            p.start()
+        reports = [results.get(timeout=600) for _ in range(writers)]
+        stop.set()
+        reports += [results.get(timeout=120) for _ in range(readers)]
+        for p in procs:
+            p.join(60)
+        written = w.write_sequence - 1
+    finally:
+        stop.set()
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join()
+        w.close()
+        try:
+            framebus.unlink(name)
+        except FileNotFoundError:
+            pass
+    return {
+        "writers": writers,
+        "iterations": iterations,
+        "keep": keep,
+        "slots": slots,
+        "errors": [r[1] for r in reports if r[0] == "error"],
+        "writes_reported": sum(r[2] for r in reports if r[0] == "writer"),
+        "writes_in_stream": written,
+        "kept_arrays_changed": sum(r[3] for r in reports if r[0] == "writer"),
+        "reads": sum(r[1] for r in reports if r[0] == "reader"),
+        "torn": sum(r[2] for r in reports if r[0] == "reader"),
+        "exit_codes": [p.exitcode for p in procs],
+        "seconds": round(time.monotonic() - started, 1),
+    }
