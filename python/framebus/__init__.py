@@ -34,7 +34,7 @@ from .errors import (
 )
 from .info import StreamInfo, gc, list_streams, stat
 from .pipes import close, configure, pipe, pipe_stats, sync
-from .stream import Publication, Stream, create, open, unlink
+from ._stream import Publication, Stream, create, open, unlink
 
 
 def gpu_available() -> bool:

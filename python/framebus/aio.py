@@ -18,7 +18,7 @@ import numpy as np
 from .errors import StreamClosedError, StreamTimeoutError
 
 if TYPE_CHECKING:
-    from .stream import Stream
+    from ._stream import Stream
 
 __all__ = ["read_new_async", "wait_view_async", "wait_after_async", "iterate"]
 
