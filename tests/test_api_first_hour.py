@@ -265,10 +265,32 @@ def test_docs_point_only_at_what_the_repository_has():
 
 # -- 9. the OpenFilter example prints only its own lines ----------------------------------------
 @pytest.mark.skipif(importlib.util.find_spec("openfilter") is None, reason="openfilter is not installed")
-def test_openfilter_example_prints_no_warnings_of_openfilter(tmp_path):
-    env = dict(os.environ, PYTHONWARNINGS="default")
+def test_openfilter_example_prints_only_its_table():
+    env = dict(os.environ)
+    for key in ("LOG_LEVEL", "DO_NOT_TRACK", "SCARF_NO_ANALYTICS", "LOG_PATH"):
+        env.pop(key, None)
     run = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "openfilter_pipeline.py"), "--help"],
-        capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env,
+        [sys.executable, str(ROOT / "examples" / "openfilter_pipeline.py"), "--transport", "framebus", "--resolution", "tiny", "--frames", "3"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
     )
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = (run.stdout + run.stderr).splitlines()
+    assert "WARNING" not in run.stdout + run.stderr
+    assert len(lines) == 6, lines  # the two tables: a header and a row each, a blank line and a title
+
+
+def test_quieting_openfilter_leaves_framebus_loggers_alone(monkeypatch):
+    import logging
+
+    from framebus.bench import openfilter_pipeline
+
+    for key in ("DO_NOT_TRACK", "SCARF_NO_ANALYTICS", "LOG_LEVEL", "LOG_PATH"):
+        monkeypatch.delenv(key, raising=False)  # restored after the test
+    of_logger = logging.getLogger("openfilter")
+    previous = of_logger.level
+    try:
+        openfilter_pipeline._quiet_openfilter()
+        assert logging.getLogger("openfilter.filter_runtime.filter").getEffectiveLevel() == logging.ERROR
+        assert logging.getLogger("framebus.openfilter").getEffectiveLevel() == logging.getLogger().getEffectiveLevel()
+    finally:
+        of_logger.setLevel(previous)
