@@ -5,6 +5,7 @@ the frame_id a write without one gets, ``open(timeout=)``, ``framebus.stream()``
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import re
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import framebus
+import framebus.aio
 from conftest import CHILD_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,6 +106,12 @@ def test_a_frame_of_named_arrays_is_indexed_by_name(name):
         (lambda w, r: r.wait_after(-1, timeout=0), "after"),
         (lambda w, r: r.view_seq(2**64), "seq"),
         (lambda w, r: framebus.open(w.name, timeout=10**400), "timeout"),
+        (lambda w, r: next(r.frames(timeout=10**400)), "timeout"),
+        (lambda w, r: next(r.frames(timeout=10**400, copy=True)), "timeout"),
+        (lambda w, r: asyncio.run(r.read_new_async(timeout=10**400)), "timeout"),
+        (lambda w, r: asyncio.run(r.wait_view_async(timeout=-1)), "timeout"),
+        (lambda w, r: asyncio.run(framebus.aio.wait_after_async(r, 0, timeout=float("nan"))), "timeout"),
+        (lambda w, r: asyncio.run(framebus.aio.wait_after_async(r, 2**64, timeout=1)), "after"),
         (lambda w, r: framebus.create(w.name + ".x", shape=4, slots=2**64), "slots"),
         (lambda w, r: framebus.create(w.name + ".x", shape=4, meta_capacity=2**64), "meta_capacity"),
         (lambda w, r: framebus.create(w.name + ".x", shape=4, max_readers=2**64), "max_readers"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, List, Mapping, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -184,6 +184,25 @@ def lossless_cast(arr: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
             f"Scale or clip the data first, or convert it yourself with .astype({str(dtype)!r}) if that is what you want"
         )
     return out
+
+
+def timeout_seconds(timeout: Any) -> Optional[float]:
+    """A ``timeout=`` argument of the Python layer (``open``, the asyncio calls) as seconds
+    (None stays None: no limit), checked as the native calls check theirs: TypeError for what is
+    not a number, InvalidArgumentError naming ``timeout`` and its range for a negative or NaN
+    value or an int too large for a float (never an OverflowError)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+        raise TypeError(f"timeout must be None or a number of seconds, got {timeout!r}")
+    try:
+        seconds = float(timeout)
+    except OverflowError:
+        seconds = math.nan
+    if math.isnan(seconds) or seconds < 0:
+        shown = repr(timeout) if len(repr(timeout)) <= 40 else f"{repr(timeout)[:20]}... ({len(repr(timeout))} digits)"
+        raise InvalidArgumentError(f"timeout must be None or a number of seconds from 0 to about 1.8e308, got {shown}")
+    return seconds
 
 
 # -- variable-shape streams (frames that carry their own shape and dtype) -------------------

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _native
-from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
+from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity, timeout_seconds
 from .errors import (
     InvalidArgumentError,
     StreamClosedError,
@@ -465,21 +465,6 @@ def create(
     return stream
 
 
-def _wait_seconds(timeout: Any) -> float:
-    """``open(timeout=)`` as seconds (inf for None), or TypeError/InvalidArgumentError naming it."""
-    if timeout is None:
-        return math.inf
-    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
-        raise TypeError(f"timeout must be None or a number of seconds, got {timeout!r}")
-    try:
-        seconds = float(timeout)
-    except OverflowError:
-        seconds = math.nan
-    if math.isnan(seconds) or seconds < 0:
-        raise InvalidArgumentError(f"timeout must be None or a number of seconds from 0 to about 1.8e308, got {timeout!r}")
-    return seconds
-
-
 def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None, timeout: Optional[float] = 0.0) -> Stream:  # noqa: A001
     """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
     ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
@@ -502,7 +487,8 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device:
     if gpu_device not in (None, False):
         raise InvalidArgumentError("GPU streams are not available in this version of framebus")
     cls = _ReadOnlyStream if readonly else Stream
-    wait = _wait_seconds(timeout)
+    limit = timeout_seconds(timeout)
+    wait = math.inf if limit is None else limit
     if wait == 0:
         return cls(name, mode=mode)
     deadline = time.monotonic() + wait
