@@ -81,6 +81,24 @@ fn shown(value: &Bound<'_, PyAny>) -> String {
     }
 }
 
+/// The error of an int argument that did not extract: an OverflowError (a Python int outside
+/// the Rust type) becomes an InvalidArgumentError (a ValueError) naming the argument `what` and
+/// its `range`, a TypeError one that names `what`; any other error is returned as it is.
+pub fn out_of_range(value: &Bound<'_, PyAny>, err: PyErr, what: &str, range: &str) -> PyErr {
+    let py = value.py();
+    if err.is_instance_of::<PyTypeError>(py) {
+        let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        return PyTypeError::new_err(format!("{what} must be an int, got {kind}"));
+    }
+    if !err.is_instance_of::<PyOverflowError>(py) {
+        return err;
+    }
+    match error_class(py, "InvalidArgumentError") {
+        Ok(cls) => PyErr::from_type(cls, (format!("{what} must be an int from {range}, got {}", shown(value)),)),
+        Err(e) => e,
+    }
+}
+
 /// A `timeout=` argument (`#[pyo3(from_py_with = seconds)]`): None, or a number of seconds
 /// from 0 up to the largest float. An int too large for a float is an InvalidArgumentError
 /// (a ValueError) naming the argument and its range, not the OverflowError of a plain f64.
