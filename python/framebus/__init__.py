@@ -9,7 +9,7 @@
 16.0
 """
 
-from __future__ import annotations
+from typing import List
 
 from . import errors
 from ._native import LAYOUT_VERSION, Frame, Loan, __version__
@@ -34,7 +34,7 @@ from .errors import (
 )
 from .info import StreamInfo, gc, list_streams, stat
 from .pipes import close, configure, pipe, pipe_stats, sync
-from .stream import Publication, Stream, create, open, unlink
+from ._stream import Publication, Stream, create, open, stream, unlink
 
 
 def gpu_available() -> bool:
@@ -78,6 +78,13 @@ __all__ = [
     "pipe",
     "pipe_stats",
     "stat",
+    "stream",
     "sync",
     "unlink",
 ]
+
+
+def __dir__() -> List[str]:
+    """``dir(framebus)``: the public API (``__all__``), not the helper modules and names the
+    package imports for itself."""
+    return sorted(__all__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, List, Mapping, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -64,10 +64,13 @@ def normalize_dtype(dtype: Any) -> np.dtype:
 def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> np.ndarray:
     """``value`` as a C-contiguous array of ``dtype`` and ``shape`` (a copy), or ValueError /
     TypeError saying what is wrong. Arrays of another dtype are converted only when NumPy's
-    "same_kind" rule allows it (float -> int is refused) and no value changes beyond a float's
-    rounding (see :func:`lossless_cast`)."""
+    "same_kind" rule allows it or both are integer types (float -> int is refused) and no value
+    changes beyond a float's rounding (see :func:`lossless_cast`). Raw bytes (bytes, bytearray,
+    a memoryview of bytes) of exactly a frame's size are that frame's bytes."""
     if isinstance(value, np.ndarray):
         arr = value
+    elif _raw_bytes(value):
+        arr = _frame_from_bytes(value, dtype, shape, name)
     else:
         try:
             arr = np.asarray(value)
@@ -79,14 +82,51 @@ def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> 
         raise InvalidArgumentError(
             f"stream {name!r} takes frames of shape {shape}, got shape {arr.shape}; nothing was written"
         )
-    if arr.dtype != dtype and not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+    if arr.dtype != dtype and not _allowed_cast(arr.dtype, dtype):
         raise InvalidArgumentError(
-            f"stream {name!r} takes dtype {dtype}, got {arr.dtype} (not a same-kind cast); "
-            f"convert explicitly with .astype({str(dtype)!r}); nothing was written"
+            f"stream {name!r} takes dtype {dtype}, got {arr.dtype}: write() converts only within a kind "
+            "(integers to integers, floats to floats, integers to floats) and refuses float to int, complex to "
+            f"real and numbers to bool; convert explicitly with .astype({str(dtype)!r}); nothing was written"
         )
     if arr.dtype == dtype:
         return np.ascontiguousarray(arr)
     return lossless_cast(arr, dtype, name)
+
+
+def _allowed_cast(src: np.dtype, dst: np.dtype) -> bool:
+    """Whether ``write()`` converts ``src`` arrays to ``dst`` (then value by value, see
+    :func:`lossless_cast`): NumPy's "same_kind" rule, plus any integer type to any other
+    (int64 to uint8, uint64 to int32: signed and unsigned are different kinds to NumPy, but a
+    value either fits the target's range or is refused, so nothing changes silently)."""
+    if src.kind in "iu" and dst.kind in "iu":
+        return True
+    return bool(np.can_cast(src, dst, casting="same_kind"))
+
+
+def _raw_bytes(value: Any) -> bool:
+    """Whether ``value`` is raw bytes (bytes, bytearray, or a memoryview of single bytes)
+    rather than array data with a shape and dtype of its own."""
+    if isinstance(value, (bytes, bytearray)):
+        return True
+    return isinstance(value, memoryview) and value.itemsize == 1 and value.format in ("B", "b", "c")
+
+
+def _frame_from_bytes(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> np.ndarray:
+    """Raw bytes written to a fixed-shape stream: taken as the frame's bytes (C order, the
+    stream's dtype) when there are exactly as many as a frame has, else InvalidArgumentError
+    that says so and points at variable-shape streams for payloads of any length."""
+    view = memoryview(value)
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if view.nbytes != nbytes:
+        raise InvalidArgumentError(
+            f"stream {name!r} takes frames of shape {shape} and dtype {dtype} ({nbytes} bytes); got "
+            f"{type(value).__name__} of {view.nbytes} bytes; nothing was written. Bytes are written to a "
+            "fixed-shape stream only as a whole frame's raw bytes; for byte payloads of any length "
+            f"create a variable-shape stream (framebus.create({name!r}, capacity=...))"
+        )
+    if not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    return np.frombuffer(view.cast("B"), np.uint8).view(dtype).reshape(shape)
 
 
 def _exact_ints(src: np.dtype, dst: np.dtype) -> bool:
@@ -144,6 +184,25 @@ def lossless_cast(arr: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
             f"Scale or clip the data first, or convert it yourself with .astype({str(dtype)!r}) if that is what you want"
         )
     return out
+
+
+def timeout_seconds(timeout: Any) -> Optional[float]:
+    """A ``timeout=`` argument of the Python layer (``open``, the asyncio calls) as seconds
+    (None stays None: no limit), checked as the native calls check theirs: TypeError for what is
+    not a number, InvalidArgumentError naming ``timeout`` and its range for a negative or NaN
+    value or an int too large for a float (never an OverflowError)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+        raise TypeError(f"timeout must be None or a number of seconds, got {timeout!r}")
+    try:
+        seconds = float(timeout)
+    except OverflowError:
+        seconds = math.nan
+    if math.isnan(seconds) or seconds < 0:
+        shown = repr(timeout) if len(repr(timeout)) <= 40 else f"{repr(timeout)[:20]}... ({len(repr(timeout))} digits)"
+        raise InvalidArgumentError(f"timeout must be None or a number of seconds from 0 to about 1.8e308, got {shown}")
+    return seconds
 
 
 # -- variable-shape streams (frames that carry their own shape and dtype) -------------------

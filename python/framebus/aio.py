@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, List, Optional, Tuple
 
 import numpy as np
 
+from ._convert import timeout_seconds
 from .errors import StreamClosedError, StreamTimeoutError
 
 if TYPE_CHECKING:
-    from .stream import Stream
+    from ._stream import Stream
 
 __all__ = ["read_new_async", "wait_view_async", "wait_after_async", "iterate"]
 
@@ -125,7 +126,9 @@ async def wait_after_async(stream: "Stream", after: int, *, timeout: Optional[fl
     """Awaits a frame newer than sequence ``after`` (level-triggered: returns at once if there
     is one) and returns the newest sequence, as ``Stream.wait_after``. Raises
     StreamTimeoutError (TimeoutError) after ``timeout``, StreamClosedError if the handle is
-    closed, also while waiting."""
+    closed, also while waiting. InvalidArgumentError (ValueError) for a negative timeout or one
+    too large for a float."""
+    timeout = timeout_seconds(timeout)
     try:
         return stream.wait_after(after, timeout=0)
     except StreamTimeoutError:
@@ -141,6 +144,7 @@ async def wait_after_async(stream: "Stream", after: int, *, timeout: Optional[fl
 
 async def read_new_async(stream: "Stream", *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> np.ndarray:
     """Awaits the next frame this handle has not seen and returns a copy (into ``out``)."""
+    timeout = timeout_seconds(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         try:
@@ -152,6 +156,7 @@ async def read_new_async(stream: "Stream", *, timeout: Optional[float] = None, o
 
 async def wait_view_async(stream: "Stream", *, timeout: Optional[float] = None) -> Any:
     """Awaits the next frame this handle has not seen and returns a zero-copy Frame."""
+    timeout = timeout_seconds(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         try:
@@ -164,6 +169,7 @@ async def wait_view_async(stream: "Stream", *, timeout: Optional[float] = None) 
 async def iterate(stream: "Stream", timeout: Optional[float] = None) -> AsyncIterator[Any]:
     """Yields each new frame as a zero-copy Frame; the previous one is released when the loop
     asks for the next. Ends when the handle is closed or no frame arrives within ``timeout``."""
+    timeout = timeout_seconds(timeout)
     frame = None
     try:
         while True:

@@ -151,6 +151,12 @@ impl PyFrame {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.holder.as_ref().map(|h| h.clone_ref(py)).ok_or_else(|| self.released_error(py))
     }
+
+    /// Calls the method `name` of the frame's one array with `other` (the array behaviour of a
+    /// frame: operators, indexing, iteration).
+    fn delegate<'py>(&self, py: Python<'py>, name: &str, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.single_array(py)?.call_method1(name, (other,))
+    }
 }
 
 #[pymethods]
@@ -297,6 +303,195 @@ impl PyFrame {
     #[pyo3(signature = (_exc_type = None, _exc = None, _tb = None))]
     fn __exit__(&self, _exc_type: Option<&Bound<'_, PyAny>>, _exc: Option<&Bound<'_, PyAny>>, _tb: Option<&Bound<'_, PyAny>>) {
         self.release();
+    }
+
+    // -- array behaviour: a frame acts as its read-only array (`frame.mean()`, `frame * 2`,
+    // `frame[0, :]`, `np.asarray(frame)`), zero-copy; results are new arrays (NumPy's own).
+    // `==`/`!=` stay identity comparisons (frames stay hashable): use `frame.array == x`.
+
+    /// Indexing: the array's `frame[key]` (a read-only view for slices, zero-copy); on a frame
+    /// of named arrays, a name gives that array (`frame["boxes"]`).
+    fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        if let (Ok(name), Some(_)) = (key.cast::<pyo3::types::PyString>(), self.parts.as_ref().filter(|p| p.named)) {
+            return match self.make_array(py)?.cast::<PyDict>() {
+                Ok(d) => d.get_item(name)?.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("frame {} of stream {:?} has no array named {:?}; its names are {:?}", self.seq, self.name, name.to_string(), self.parts.as_ref().map(|p| p.parts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()).unwrap_or_default()))),
+                Err(_) => self.delegate(py, "__getitem__", key),
+            };
+        }
+        self.delegate(py, "__getitem__", key)
+    }
+
+    /// Hash of the Frame object (identity, as `==` is): `<`, `>`, ... are the array's.
+    fn __hash__(slf: &Bound<'_, Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+
+    /// Length of the array's first dimension.
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.single_array(py)?.len()
+    }
+
+    /// A frame is always true (as before it had array behaviour); test values with
+    /// ``frame.array.any()``.
+    fn __bool__(&self) -> bool {
+        true
+    }
+
+    /// Iterates over the array's first dimension.
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.single_array(py)?.try_iter()?.into_any())
+    }
+
+    /// Attributes the frame does not have itself come from its array (`ndim`, `size`,
+    /// `mean()`, `astype()`, `copy()`, ...). Raises StreamClosedError on a released frame.
+    fn __getattr__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        if name.starts_with('_') {
+            return Err(pyo3::exceptions::PyAttributeError::new_err(format!("'Frame' object has no attribute {name:?}")));
+        }
+        let arr = self.single_array(py)?;
+        match arr.getattr(name) {
+            Ok(v) => Ok(v),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Err(pyo3::exceptions::PyAttributeError::new_err(format!("'Frame' object (nor its array) has no attribute {name:?}"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn __add__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__add__", other)
+    }
+
+    fn __radd__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__radd__", other)
+    }
+
+    fn __sub__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__sub__", other)
+    }
+
+    fn __rsub__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rsub__", other)
+    }
+
+    fn __mul__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__mul__", other)
+    }
+
+    fn __rmul__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rmul__", other)
+    }
+
+    fn __matmul__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__matmul__", other)
+    }
+
+    fn __rmatmul__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rmatmul__", other)
+    }
+
+    fn __truediv__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__truediv__", other)
+    }
+
+    fn __rtruediv__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rtruediv__", other)
+    }
+
+    fn __floordiv__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__floordiv__", other)
+    }
+
+    fn __rfloordiv__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rfloordiv__", other)
+    }
+
+    fn __mod__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__mod__", other)
+    }
+
+    fn __rmod__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rmod__", other)
+    }
+
+    fn __lshift__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__lshift__", other)
+    }
+
+    fn __rlshift__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rlshift__", other)
+    }
+
+    fn __rshift__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rshift__", other)
+    }
+
+    fn __rrshift__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rrshift__", other)
+    }
+
+    fn __and__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__and__", other)
+    }
+
+    fn __rand__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rand__", other)
+    }
+
+    fn __xor__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__xor__", other)
+    }
+
+    fn __rxor__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__rxor__", other)
+    }
+
+    fn __or__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__or__", other)
+    }
+
+    fn __ror__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__ror__", other)
+    }
+
+    fn __pow__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>, modulo: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let _ = modulo;
+        self.delegate(py, "__pow__", other)
+    }
+
+    fn __rpow__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>, modulo: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        let _ = modulo;
+        self.delegate(py, "__rpow__", other)
+    }
+
+    fn __lt__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__lt__", other)
+    }
+
+    fn __le__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__le__", other)
+    }
+
+    fn __gt__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__gt__", other)
+    }
+
+    fn __ge__<'py>(&self, py: Python<'py>, other: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.delegate(py, "__ge__", other)
+    }
+
+    fn __neg__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.single_array(py)?.call_method0("__neg__")
+    }
+
+    fn __pos__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.single_array(py)?.call_method0("__pos__")
+    }
+
+    fn __abs__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.single_array(py)?.call_method0("__abs__")
+    }
+
+    fn __invert__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.single_array(py)?.call_method0("__invert__")
     }
 
     #[getter]

@@ -77,11 +77,30 @@ fn list_info<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
 /// sizes overflow.
 #[pyfunction]
 #[pyo3(signature = (frame_bytes, slots, *, meta_capacity = 256, max_readers = 64))]
-fn segment_bytes(frame_bytes: u64, slots: u32, meta_capacity: u32, max_readers: u32) -> PyResult<u64> {
+fn segment_bytes(
+    #[pyo3(from_py_with = frame_bytes_arg)] frame_bytes: u64,
+    #[pyo3(from_py_with = slots_arg)] slots: u32,
+    #[pyo3(from_py_with = meta_capacity_arg)] meta_capacity: u32,
+    #[pyo3(from_py_with = max_readers_arg)] max_readers: u32,
+) -> PyResult<u64> {
     framebus::ring::layout::Geometry::new(slots, max_readers, frame_bytes, meta_capacity)
         .map(|g| g.total_bytes)
         .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("a stream of {slots} slots of {frame_bytes} bytes is larger than 2**64 bytes")))
 }
+
+/// `fn $name(value) -> PyResult<$ty>`: an int argument `$what`, out of range a ValueError
+/// naming it and `$range` (not an OverflowError).
+macro_rules! int_arg {
+    ($name:ident, $ty:ty, $what:literal, $range:literal) => {
+        fn $name(value: &Bound<'_, PyAny>) -> PyResult<$ty> {
+            value.extract().map_err(|e| stream::out_of_range(value, e, $what, $range))
+        }
+    };
+}
+int_arg!(frame_bytes_arg, u64, "frame_bytes", "0 to 2**64-1");
+int_arg!(slots_arg, u32, "slots", "0 to 2**32-1");
+int_arg!(meta_capacity_arg, u32, "meta_capacity", "0 to 2**32-1");
+int_arg!(max_readers_arg, u32, "max_readers", "0 to 2**32-1");
 
 /// Removes stale streams; returns their names.
 #[pyfunction]

@@ -281,7 +281,7 @@ fn writers_of(fd: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<std::sync::Arc<Writ
 /// to any descriptor, still covers that memory (errors are left for the next call on the fd).
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
-pub fn sync(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, timeout: Option<f64>) -> PyResult<()> {
+pub fn sync(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::stream::seconds)] timeout: Option<f64>) -> PyResult<()> {
     if let Some(data) = fd.filter(|f| is_buffer_not_fd(f)) {
         return sync_memory(py, data, timeout);
     }
@@ -324,7 +324,7 @@ fn sync_memory(py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) ->
 /// close the descriptor itself. A later pipe() to it starts a new writer.
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
-pub fn close(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, timeout: Option<f64>) -> PyResult<()> {
+pub fn close(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::stream::seconds)] timeout: Option<f64>) -> PyResult<()> {
     finish_each(py, fd, timeout, true)
 }
 
@@ -365,7 +365,7 @@ fn finish_each(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, timeout: Option<f6
 /// grows them to /proc/sys/fs/pipe-max-size).
 #[pyfunction]
 #[pyo3(signature = (*, queue = None, vmsplice = None, pipe_size = -1))]
-pub fn configure<'py>(py: Python<'py>, queue: Option<usize>, vmsplice: Option<bool>, pipe_size: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
+pub fn configure<'py>(py: Python<'py>, #[pyo3(from_py_with = queue_arg)] queue: Option<usize>, vmsplice: Option<bool>, #[pyo3(from_py_with = pipe_size_arg)] pipe_size: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
     let mut o = registry().options();
     if let Some(q) = queue {
         o.queue = q;
@@ -381,6 +381,22 @@ pub fn configure<'py>(py: Python<'py>, queue: Option<usize>, vmsplice: Option<bo
     }
     registry().set_options(o).map_err(PipeFailure)?;
     options_dict(py, &registry().options())
+}
+
+/// `configure(queue=)`: None or an int (a huge one is a ValueError naming it, not an OverflowError).
+fn queue_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    value.extract().map(Some).map_err(|e| crate::stream::out_of_range(value, e, "queue", "1 to 2**20"))
+}
+
+/// `configure(pipe_size=)`: None or an int (a huge one is a ValueError naming it).
+fn pipe_size_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    value.extract().map(Some).map_err(|e| crate::stream::out_of_range(value, e, "pipe_size", "0 to 2**63-1 (or None)"))
 }
 
 fn options_dict<'py>(py: Python<'py>, o: &Options) -> PyResult<Bound<'py, PyDict>> {

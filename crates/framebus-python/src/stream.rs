@@ -66,10 +66,79 @@ pub fn unsigned(py: Python<'_>, what: &str, value: Option<&Bound<'_, PyAny>>) ->
     match v.extract::<u64>() {
         Ok(n) => Ok(Some(n)),
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
-            Err(PyErr::from_type(error_class(py, "InvalidArgumentError")?, (format!("{what} must be an int from 0 to 2**64-1, got {v}"),)))
+            Err(PyErr::from_type(error_class(py, "InvalidArgumentError")?, (format!("{what} must be an int from 0 to 2**64-1, got {}", shown(v)),)))
         }
         Err(_) => Err(PyTypeError::new_err(format!("{what} must be an int or None, got {}", v.get_type().name()?))),
     }
+}
+
+/// `value` for an error message, a huge int cut short (its first digits and length).
+fn shown(value: &Bound<'_, PyAny>) -> String {
+    let text = value.to_string();
+    match text.len() {
+        n if n > 40 => format!("{}... ({n} digits)", &text[..20]),
+        _ => text,
+    }
+}
+
+/// The error of an int argument that did not extract: an OverflowError (a Python int outside
+/// the Rust type) becomes an InvalidArgumentError (a ValueError) naming the argument `what` and
+/// its `range`, a TypeError one that names `what`; any other error is returned as it is.
+pub fn out_of_range(value: &Bound<'_, PyAny>, err: PyErr, what: &str, range: &str) -> PyErr {
+    let py = value.py();
+    if err.is_instance_of::<PyTypeError>(py) {
+        let kind = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        return PyTypeError::new_err(format!("{what} must be an int, got {kind}"));
+    }
+    if !err.is_instance_of::<PyOverflowError>(py) {
+        return err;
+    }
+    match error_class(py, "InvalidArgumentError") {
+        Ok(cls) => PyErr::from_type(cls, (format!("{what} must be an int from {range}, got {}", shown(value)),)),
+        Err(e) => e,
+    }
+}
+
+/// A `timeout=` argument (`#[pyo3(from_py_with = seconds)]`): None, or a number of seconds
+/// from 0 up to the largest float. An int too large for a float is an InvalidArgumentError
+/// (a ValueError) naming the argument and its range, not the OverflowError of a plain f64.
+pub fn seconds(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    match value.extract::<f64>() {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => Err(PyErr::from_type(
+            error_class(value.py(), "InvalidArgumentError")?,
+            (format!("timeout must be None or a number of seconds from 0 to about 1.8e308, got {}", shown(value)),),
+        )),
+        Err(_) => Err(PyTypeError::new_err(format!("timeout must be None or a number of seconds, got {}", value.get_type().name()?))),
+    }
+}
+
+/// A `frame_id=` argument (`#[pyo3(from_py_with = frame_id_arg)]`): None (keep the previous
+/// frame's id) or an int from -2**63 to 2**63-1; out of range: InvalidArgumentError naming the
+/// argument and its range, not the OverflowError "C long" of a plain i64.
+pub fn frame_id_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    match value.extract::<i64>() {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => Err(PyErr::from_type(
+            error_class(value.py(), "InvalidArgumentError")?,
+            (format!("frame_id must be an int from -2**63 to 2**63-1, got {}", shown(value)),),
+        )),
+        Err(_) => Err(PyTypeError::new_err(format!("frame_id must be an int or None, got {}", value.get_type().name()?))),
+    }
+}
+
+/// A required unsigned 64-bit argument such as `after=` (`#[pyo3(from_py_with = after_arg)]`).
+fn after_arg(value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if value.is_none() {
+        return Err(PyTypeError::new_err("after must be an int (a sequence number), got None"));
+    }
+    Ok(unsigned(value.py(), "after", Some(value))?.unwrap_or(0))
 }
 
 /// (seq, timestamp_ns, frame_id, meta) of a frame read with its record.
@@ -378,7 +447,7 @@ impl PyStream {
     /// given (it must be above the newest frame's).
     #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         if self.variable {
@@ -410,7 +479,7 @@ impl PyStream {
     /// capacity first (InvalidArgumentError naming the problem; nothing written). One copy.
     #[pyo3(signature = (data, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None))]
     #[allow(clippy::too_many_arguments)]
-    fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         let buf = PyBuffer::<u8>::get(data)?;
@@ -432,7 +501,7 @@ impl PyStream {
 
     /// Writes a frame of zeros.
     #[pyo3(signature = (*, timeout = None))]
-    fn clear(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+    fn clear(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<()> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         if self.variable {
@@ -448,7 +517,7 @@ impl PyStream {
 
     /// Copy of the newest frame.
     #[pyo3(signature = (*, safe = true, out = None, timeout = None, poll_interval = 1e-6))]
-    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
+    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
         let _ = (safe, poll_interval);
         if self.variable {
             return Ok(self.read_variable(py, false, out, timeout, false)?.0);
@@ -466,7 +535,7 @@ impl PyStream {
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
     #[pyo3(signature = (*, timeout = None, out = None, safe = true, poll_interval = 1e-5))]
-    fn read_new<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
+    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
         let _ = (safe, poll_interval);
         if self.variable {
             return Ok(self.read_variable(py, true, out, timeout, false)?.0);
@@ -486,7 +555,7 @@ impl PyStream {
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
     #[pyo3(signature = (*, timeout = None, out = None))]
-    fn _read_new_info<'py>(&self, py: Python<'py>, timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+    fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
         let (arr, info) = match self.variable {
             true => self.read_variable(py, true, out, timeout, true)?,
             false => self.read_impl(py, true, out, timeout, true).map(|(a, i)| (a.into_any(), i))?,
@@ -496,7 +565,7 @@ impl PyStream {
 
     /// Waits until a frame newer than the last one this handle saw exists; returns its sequence.
     #[pyo3(signature = (*, timeout = None))]
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<u64> {
+    fn wait(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<u64> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let after = s.seen_seq();
@@ -506,7 +575,7 @@ impl PyStream {
     /// Zero-copy read-only view of the newest frame (waits for the first frame of an empty
     /// stream, up to `timeout`).
     #[pyo3(signature = (timeout = None))]
-    fn view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyFrame> {
+    fn view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<PyFrame> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = match s.pin_latest() {
@@ -525,7 +594,7 @@ impl PyStream {
 
     /// Zero-copy view of the next frame this handle has not seen (read_new semantics).
     #[pyo3(signature = (timeout = None))]
-    fn wait_view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyFrame> {
+    fn wait_view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<PyFrame> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?;
@@ -557,8 +626,8 @@ impl PyStream {
     fn loan(
         &self,
         py: Python<'_>,
-        timeout: Option<f64>,
-        frame_id: Option<i64>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>,
         meta: Option<&Bound<'_, PyAny>>,
         timestamp_ns: Option<&Bound<'_, PyAny>>,
         seq: Option<&Bound<'_, PyAny>>,
@@ -647,7 +716,7 @@ Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
 
     /// Waits until a frame newer than `after` exists; returns the newest sequence.
     #[pyo3(signature = (after, *, timeout = None))]
-    fn wait_after(&self, py: Python<'_>, after: u64, timeout: Option<f64>) -> PyResult<u64> {
+    fn wait_after(&self, py: Python<'_>, #[pyo3(from_py_with = after_arg)] after: u64, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<u64> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))
@@ -655,7 +724,7 @@ Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
 
     /// Takes the cross-process write lock (re-entrant for the calling thread).
     #[pyo3(signature = (timeout = None, *, poll_interval = 1e-3))]
-    fn acquire(&self, py: Python<'_>, timeout: Option<f64>, poll_interval: f64) -> PyResult<()> {
+    fn acquire(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, poll_interval: f64) -> PyResult<()> {
         let _ = poll_interval;
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;

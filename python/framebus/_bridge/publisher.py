@@ -29,7 +29,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import zmq
 
-from .. import stream as _stream
+from .. import _stream
 from ..errors import InvalidArgumentError, StreamEndedError, StreamNotFoundError
 from ..info import stat as _stat
 from . import codec, protocol as P

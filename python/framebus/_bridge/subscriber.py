@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import zmq
 
-from .. import _native, stream as _stream
+from .. import _native, _stream
 from .._convert import normalize_dtype, normalize_shape
 from ..errors import InvalidArgumentError, StreamExistsError, StreamTimeoutError
 from ..info import stat as _stat

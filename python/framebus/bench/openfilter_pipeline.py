@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -167,6 +168,12 @@ def _quiet_openfilter() -> None:
     os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
     os.environ.setdefault("LOG_LEVEL", "warning")
     os.environ.setdefault("LOG_PATH", "false")
+    # At start-up every filter warns that the files its container images carry (VERSION,
+    # RESOURCE_BUNDLE_VERSION, VERSION_SHA, models.toml) are not in the working directory: 16
+    # lines about OpenFilter's packaging, none about the pipeline. Only OpenFilter's loggers are
+    # raised to ERROR (the filter processes fork from this one and inherit it); framebus's keep
+    # theirs.
+    logging.getLogger("openfilter").setLevel(logging.ERROR)
 
 
 def run_one(transport: str, resolution: str, frames: int, interval: Optional[float] = None, timeout: float = 120.0) -> Dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence
 import numpy as np
 
 from .. import _native
-from .. import stream as _fb
+from .. import _stream as _fb
 from ..errors import StreamExistsError, StreamNotFoundError
 from . import errors as _err
 from .handle import SharedMemory, _pid_alive

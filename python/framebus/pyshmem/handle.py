@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from .. import _native
-from .. import stream as _fb
+from .. import _stream as _fb
 from ..errors import InvalidArgumentError, StreamClosedError, StreamTimeoutError
 from . import errors as _err
 from .locking import LockScope, WriteView

@@ -5,24 +5,38 @@ the native methods without a Python layer in between."""
 from __future__ import annotations
 
 import errno as _errno
+import math
 import operator
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _native
-from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity
-from .errors import InvalidArgumentError, StreamClosedError, StreamExistsError, StreamNotFoundError, StreamPermissionError
+from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity, timeout_seconds
+from .errors import (
+    InvalidArgumentError,
+    StreamClosedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    StreamNotReadyError,
+    StreamPermissionError,
+)
 from .monitor import WRITING_ROLES
 
-__all__ = ["Stream", "Publication", "create", "open", "unlink"]
+__all__ = ["Stream", "Publication", "create", "open", "stream", "unlink"]
 
 
 @dataclass(frozen=True)
-class Publication:
+class Publication(NDArrayOperatorsMixin):
     """A frame and what was published with it, read together (never mixed across frames).
+
+    It behaves as its array (``pub.mean()``, ``pub * 2``, ``pub[0]``, ``np.asarray(pub)``,
+    ``len(pub)``): attributes it does not have itself, indexing and NumPy's functions and
+    operators go to ``payload`` (``==`` compares Publications; use ``pub.payload == x``).
 
     ``payload`` is an independent copy. ``count`` is the frame's sequence number (1 for the
     first frame), ``write_time`` its wall-clock time in seconds, ``timestamp_ns`` the same in
@@ -67,6 +81,50 @@ class Publication:
     def names(self) -> Optional[tuple]:
         """Names of the arrays of a frame written as a dict; None otherwise."""
         return tuple(self.payload) if isinstance(self.payload, dict) else None
+
+    # -- array behaviour: the payload's ------------------------------------------------------
+    def _array(self) -> np.ndarray:
+        if isinstance(self.payload, dict):
+            raise InvalidArgumentError(
+                f"this frame holds several arrays {tuple(self.payload)}; use pub.payload[name] (or pub[name])"
+            )
+        if self.payload is None:
+            raise InvalidArgumentError("this publication has no frame (nothing was written yet)")
+        if isinstance(self.payload, bytes):
+            return np.frombuffer(self.payload, np.uint8)
+        return self.payload
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        arr = self._array()
+        if copy:
+            return np.array(arr, dtype=dtype, copy=True)
+        return np.asarray(arr, dtype=dtype)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(x._array() if isinstance(x, Publication) else x for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(x._array() if isinstance(x, Publication) else x for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(self.payload, dict) and isinstance(key, str):
+            return self.payload[key]
+        return self._array()[key]
+
+    def __len__(self) -> int:
+        return len(self._array())
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._array())
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes a Publication does not have: the array's (ndim, mean, ...).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._array(), name)
 
 
 class Stream(_native.Stream):
@@ -131,8 +189,11 @@ class Stream(_native.Stream):
         ``timeout``; then the iterator just ends (no StreamEndedError, no TimeoutError).
 
         ``copy=False`` (default) yields zero-copy :class:`Frame` views; each is released when
-        the loop asks for the next one (keep ``frame.array`` to keep it pinned longer).
-        ``copy=True`` yields :class:`Publication` copies (into ``out`` if given)."""
+        the loop asks for the next one (keep ``frame.array``, or any array made from it, to
+        keep it pinned longer). ``copy=True`` yields :class:`Publication` copies (into ``out``
+        if given). Both behave as the frame's array (``frame.mean()``, ``frame * 2``,
+        ``frame[0]``, ``np.asarray(frame)``; results are new NumPy arrays) and carry the
+        frame's ``seq``, ``frame_id``, ``timestamp_ns`` and ``meta``."""
         from .errors import StreamClosedError
 
         frame: Any = None
@@ -404,21 +465,74 @@ def create(
     return stream
 
 
-def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None) -> Stream:  # noqa: A001
+def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None, timeout: Optional[float] = 0.0) -> Stream:  # noqa: A001
     """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
     ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
     ``"lossless"`` (the writer never overwrites a frame this handle has not read; it waits, and
     its ``write(timeout=)`` raises TimeoutError instead). ``readonly=True`` gives a handle that
     refuses write, loan, clear, end, acquire and unlink with StreamPermissionError.
 
-    Raises StreamNotFoundError (FileNotFoundError) when there is no such stream,
+    ``timeout`` is how long to wait for a stream that does not exist yet (a consumer started
+    before its producer): 0 (default) does not wait, a number waits up to that many seconds,
+    None waits until it appears. The wait sleeps between checks (1 ms, growing to 50 ms; the
+    GIL is released while it sleeps), so a stream is opened at most about 50 ms after its
+    creator finished creating it.
+
+    Raises StreamNotFoundError (FileNotFoundError) when there is no such stream (with a
+    ``timeout``: none appeared within it; the message names the timeout),
     IncompatibleStreamError / CorruptStreamError (ValueError) for a segment it cannot read,
-    PermissionError, TooManyReadersError when the stream's reader table is full.
+    PermissionError, TooManyReadersError when the stream's reader table is full, TypeError /
+    InvalidArgumentError for a bad ``timeout``.
     """
     if gpu_device not in (None, False):
         raise InvalidArgumentError("GPU streams are not available in this version of framebus")
     cls = _ReadOnlyStream if readonly else Stream
-    return cls(name, mode=mode)
+    limit = timeout_seconds(timeout)
+    wait = math.inf if limit is None else limit
+    if wait == 0:
+        return cls(name, mode=mode)
+    deadline = time.monotonic() + wait
+    pause = 0.001
+    while True:
+        try:
+            return cls(name, mode=mode)
+        except (StreamNotFoundError, StreamNotReadyError):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StreamNotFoundError(
+                    _errno.ENOENT,
+                    f"stream {name!r} (/dev/shm/framebus.{name}) did not appear within timeout={timeout!r} seconds; "
+                    "start its producer (framebus.create), check the name (`framebus ls` lists the streams there are), "
+                    "or wait longer",
+                ) from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+
+def stream(
+    name: str,
+    *,
+    shape: Optional[ShapeLike] = None,
+    dtype: Any = np.float32,
+    capacity: Any = None,
+    size: Optional[int] = None,
+    slots: int = 4,
+    meta_capacity: int = 256,
+    max_readers: int = 64,
+    mode: int = 0o600,
+    exist_ok: bool = False,
+    gpu_device: Any = None,
+    cpu_mirror: Optional[bool] = None,
+) -> Stream:
+    """Creates the stream ``name`` for a ``with`` block, as pyshmem's ``stream()`` does:
+    ``with framebus.stream("cam", shape=(480, 640, 3), dtype=np.uint8) as cam: ...``; the stream
+    is unlinked when the block ends, also on an exception. The same as ``create(...,
+    auto_unlink=True)``, with the same arguments and errors; returns the writing handle."""
+    return create(
+        name, shape=shape, dtype=dtype, capacity=capacity, size=size, slots=slots, meta_capacity=meta_capacity,
+        max_readers=max_readers, mode=mode, exist_ok=exist_ok, gpu_device=gpu_device, cpu_mirror=cpu_mirror,
+        auto_unlink=True,
+    )
 
 
 def unlink(name: str) -> None:
