@@ -728,3 +728,20 @@ def test_stream_outlives_its_creator_process(name, spawn):
     with framebus.open(name) as r:
         assert r.read().tolist() == [11, 22] and r.frame_id == 3
         r.unlink()
+
+
+def test_every_error_kind_of_the_bindings_exists_in_framebus_errors():
+    """The bindings name each exception class once (errors.rs ErrorKind); each must exist in
+    framebus.errors, be exported, and subclass the root (warnings: RuntimeWarning)."""
+    from framebus import _native, errors
+
+    assert len(_native.ERROR_KINDS) == len(set(_native.ERROR_KINDS)) > 15
+    # The core's "no frame yet" has a class of its own (it escaped as a bare RuntimeError).
+    assert "StreamEmptyError" in _native.ERROR_KINDS and issubclass(errors.StreamEmptyError, RuntimeError)
+    for name in _native.ERROR_KINDS:
+        cls = getattr(errors, name)
+        assert name in errors.__all__
+        if name.endswith("Warning"):
+            assert issubclass(cls, RuntimeWarning), name
+        else:
+            assert issubclass(cls, framebus.FramebusError), name

@@ -7,10 +7,12 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
+#: The name in framebus.errors of every exception class the native module raises.
+ERROR_KINDS: List[str]
 #: Bytes of the table at the start of every frame of a variable-shape stream.
 FRAME_TABLE_BYTES: int
 #: Most arrays one frame of a variable-shape stream may hold.

@@ -22,6 +22,7 @@ __all__ = [
     "StreamTimeoutError",
     "StreamClosedError",
     "StreamEndedError",
+    "StreamEmptyError",
     "TooManyReadersError",
     "LoanOpenError",
     "LockNotHeldError",
@@ -89,6 +90,11 @@ class StreamEndedError(StreamClosedError, EOFError):
     """The writer ended the stream (``Stream.end()``) and this handle has read every frame it
     will get (a lossless handle gets every unread frame first). ``frames()`` and ``async for``
     simply stop; a new write by a restarted producer clears the end."""
+
+
+class StreamEmptyError(FramebusError, RuntimeError):
+    """The stream has no frame yet (nothing was written); wait with read_new() or wait_view().
+    A RuntimeError, as it was before it had a class of its own."""
 
 
 class LockNotHeldError(FramebusError, RuntimeError):

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
-use crate::errors::error_class;
+use crate::errors::ErrorKind;
 
 /// A data pointer that may cross into a GIL-detached closure. The array it points into is kept
 /// alive by a reference held for the whole call.
@@ -113,7 +113,7 @@ impl FrameSpec {
             self.shape_tuple.bind(py),
             self.dtype.bind(py).to_string()
         );
-        Err(PyErr::from_type(error_class(py, "InvalidArgumentError")?, (msg,)))
+        Err(PyErr::from_type(ErrorKind::InvalidArgument.class(py)?, (msg,)))
     }
 
     /// A new, uninitialised C-contiguous array of this spec.
@@ -176,7 +176,7 @@ pub fn data_ptr(arr: &Bound<'_, PyUntypedArray>) -> DataPtr {
 pub fn number_descr<'py>(py: Python<'py>, dtype: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
     let refuse = |why: String| -> PyResult<Bound<'py, PyArrayDescr>> {
         Err(PyErr::from_type(
-            error_class(py, "CorruptStreamError")?,
+            ErrorKind::CorruptStream.class(py)?,
             (format!("the stream's header records dtype {dtype:?}, {why}; unlink the stream and create it again"),),
         ))
     };

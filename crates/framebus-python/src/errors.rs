@@ -4,7 +4,7 @@
 
 use framebus::pipe::PipeError;
 use framebus::Error;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
+use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyModule, PyTuple, PyType};
@@ -26,19 +26,81 @@ impl From<CoreError> for PyErr {
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-/// The class `framebus.errors.<name>`.
-pub fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
-    let module = ERRORS.get_or_try_init(py, || PyModule::import(py, "framebus.errors").map(Bound::unbind))?;
-    Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
+/// Every exception (and warning) class the bindings raise: its name in `framebus.errors` is
+/// said here once, and tests/test_errors.py checks that each exists there and subclasses the
+/// root (`_native.ERROR_KINDS` lists them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidArgument,
+    StreamNotFound,
+    StreamExists,
+    StreamPermission,
+    InsufficientSpace,
+    IncompatibleStream,
+    CorruptStream,
+    StreamNotReady,
+    StreamTimeout,
+    StreamClosed,
+    StreamEnded,
+    StreamEmpty,
+    LockNotHeld,
+    LoanOpen,
+    SequenceExhausted,
+    TooManyReaders,
+    FramebusOS,
+    Pipe,
+    PipeBroken,
+    PipeTimeout,
+    LockRecoveredWarning,
 }
 
-fn raise<A>(py: Python<'_>, class: &str, args: A) -> PyErr
-where
-    A: for<'py> IntoPyObject<'py, Target = PyTuple> + Send + Sync + 'static,
-{
-    match error_class(py, class) {
-        Ok(cls) => PyErr::from_type(cls, args),
-        Err(e) => e,
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 21] = [ErrorKind::InvalidArgument, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::LockRecoveredWarning];
+
+    /// The class's name in `framebus.errors`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "InvalidArgumentError",
+            ErrorKind::StreamNotFound => "StreamNotFoundError",
+            ErrorKind::StreamExists => "StreamExistsError",
+            ErrorKind::StreamPermission => "StreamPermissionError",
+            ErrorKind::InsufficientSpace => "InsufficientSpaceError",
+            ErrorKind::IncompatibleStream => "IncompatibleStreamError",
+            ErrorKind::CorruptStream => "CorruptStreamError",
+            ErrorKind::StreamNotReady => "StreamNotReadyError",
+            ErrorKind::StreamTimeout => "StreamTimeoutError",
+            ErrorKind::StreamClosed => "StreamClosedError",
+            ErrorKind::StreamEnded => "StreamEndedError",
+            ErrorKind::StreamEmpty => "StreamEmptyError",
+            ErrorKind::LockNotHeld => "LockNotHeldError",
+            ErrorKind::LoanOpen => "LoanOpenError",
+            ErrorKind::SequenceExhausted => "SequenceExhaustedError",
+            ErrorKind::TooManyReaders => "TooManyReadersError",
+            ErrorKind::FramebusOS => "FramebusOSError",
+            ErrorKind::Pipe => "PipeError",
+            ErrorKind::PipeBroken => "PipeBrokenError",
+            ErrorKind::PipeTimeout => "PipeTimeoutError",
+            ErrorKind::LockRecoveredWarning => "LockRecoveredWarning",
+        }
+    }
+
+    /// The class `framebus.errors.<name>`.
+    pub fn class(self, py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
+        let module = ERRORS.get_or_try_init(py, || PyModule::import(py, "framebus.errors").map(Bound::unbind))?;
+        Ok(module.bind(py).getattr(self.name())?.cast_into::<PyType>()?)
+    }
+
+    /// An exception of this kind with `args` (a message, or an errno and a message for the
+    /// OSError kinds).
+    pub fn err<A>(self, py: Python<'_>, args: A) -> PyErr
+    where
+        A: for<'py> IntoPyObject<'py, Target = PyTuple> + Send + Sync + 'static,
+    {
+        match self.class(py) {
+            Ok(cls) => PyErr::from_type(cls, args),
+            Err(e) => e,
+        }
     }
 }
 
@@ -46,23 +108,23 @@ where
 pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let msg = e.to_string();
     match &e {
-        Error::InvalidName { .. } | Error::InvalidArgument(_) => raise(py, "InvalidArgumentError", (msg,)),
-        Error::NotFound { .. } => raise(py, "StreamNotFoundError", (libc::ENOENT, msg)),
-        Error::AlreadyExists { .. } | Error::SpecMismatch { .. } => raise(py, "StreamExistsError", (libc::EEXIST, msg)),
-        Error::PermissionDenied { errno, .. } => raise(py, "StreamPermissionError", (*errno, msg)),
-        Error::NoSpace { errno, .. } => raise(py, "InsufficientSpaceError", (*errno, msg)),
-        Error::IncompatibleVersion { .. } => raise(py, "IncompatibleStreamError", (msg,)),
-        Error::Corrupt { .. } => raise(py, "CorruptStreamError", (msg,)),
-        Error::NotReady { .. } => raise(py, "StreamNotReadyError", (msg,)),
-        Error::Timeout { .. } | Error::NoFreeSlot { .. } => raise(py, "StreamTimeoutError", (msg,)),
-        Error::TooManyReaders { .. } => raise(py, "TooManyReadersError", (msg,)),
-        Error::LockState { .. } => raise(py, "LockNotHeldError", (msg,)),
-        Error::Empty { .. } => PyRuntimeError::new_err(msg),
-        Error::LoanOpen { .. } => raise(py, "LoanOpenError", (msg,)),
-        Error::Ended { .. } => raise(py, "StreamEndedError", (msg,)),
-        Error::SequenceExhausted { .. } => raise(py, "SequenceExhaustedError", (msg,)),
+        Error::InvalidName { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument.err(py, (msg,)),
+        Error::NotFound { .. } => ErrorKind::StreamNotFound.err(py, (libc::ENOENT, msg)),
+        Error::AlreadyExists { .. } | Error::SpecMismatch { .. } => ErrorKind::StreamExists.err(py, (libc::EEXIST, msg)),
+        Error::PermissionDenied { errno, .. } => ErrorKind::StreamPermission.err(py, (*errno, msg)),
+        Error::NoSpace { errno, .. } => ErrorKind::InsufficientSpace.err(py, (*errno, msg)),
+        Error::IncompatibleVersion { .. } => ErrorKind::IncompatibleStream.err(py, (msg,)),
+        Error::Corrupt { .. } => ErrorKind::CorruptStream.err(py, (msg,)),
+        Error::NotReady { .. } => ErrorKind::StreamNotReady.err(py, (msg,)),
+        Error::Timeout { .. } | Error::NoFreeSlot { .. } => ErrorKind::StreamTimeout.err(py, (msg,)),
+        Error::TooManyReaders { .. } => ErrorKind::TooManyReaders.err(py, (msg,)),
+        Error::LockState { .. } => ErrorKind::LockNotHeld.err(py, (msg,)),
+        Error::Empty { .. } => ErrorKind::StreamEmpty.err(py, (msg,)),
+        Error::LoanOpen { .. } => ErrorKind::LoanOpen.err(py, (msg,)),
+        Error::Ended { .. } => ErrorKind::StreamEnded.err(py, (msg,)),
+        Error::SequenceExhausted { .. } => ErrorKind::SequenceExhausted.err(py, (msg,)),
         Error::Interrupted => PyKeyboardInterrupt::new_err(()),
-        Error::Io { source, .. } => raise(py, "FramebusOSError", (source.raw_os_error().unwrap_or(0), msg)),
+        Error::Io { source, .. } => ErrorKind::FramebusOS.err(py, (source.raw_os_error().unwrap_or(0), msg)),
     }
 }
 
@@ -80,11 +142,11 @@ impl From<PipeFailure> for PyErr {
 pub fn pipe_to_pyerr(py: Python<'_>, e: PipeError) -> PyErr {
     let msg = e.to_string();
     match &e {
-        PipeError::Timeout { .. } => raise(py, "PipeTimeoutError", (msg,)),
-        PipeError::InvalidArgument(_) => raise(py, "InvalidArgumentError", (msg,)),
+        PipeError::Timeout { .. } => ErrorKind::PipeTimeout.err(py, (msg,)),
+        PipeError::InvalidArgument(_) => ErrorKind::InvalidArgument.err(py, (msg,)),
         PipeError::Interrupted => PyKeyboardInterrupt::new_err(()),
-        _ if e.is_broken_pipe() => raise(py, "PipeBrokenError", (libc::EPIPE, msg)),
-        _ => raise(py, "PipeError", (e.errno().unwrap_or(0), msg)),
+        _ if e.is_broken_pipe() => ErrorKind::PipeBroken.err(py, (libc::EPIPE, msg)),
+        _ => ErrorKind::Pipe.err(py, (e.errno().unwrap_or(0), msg)),
     }
 }
 

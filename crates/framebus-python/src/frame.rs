@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::array::FrameSpec;
 use crate::frame_arrays::Parts;
-use crate::errors::{error_class, CoreError};
+use crate::errors::{CoreError, ErrorKind};
 
 /// Holds a pin; the base object of a frame's arrays.
 #[pyclass(name = "_Pin", module = "framebus._native", frozen)]
@@ -69,14 +69,14 @@ impl PyFrame {
 
     fn several_error(&self, py: Python<'_>) -> PyErr {
         let names = self.parts.as_ref().map(|p| p.parts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()).unwrap_or_default();
-        match error_class(py, "InvalidArgumentError") {
+        match ErrorKind::InvalidArgument.class(py) {
             Ok(cls) => PyErr::from_type(cls, (format!("frame {} of stream {:?} holds several arrays {names:?}; use frame.arrays[name]", self.seq, self.name),)),
             Err(e) => e,
         }
     }
 
     fn released_error(&self, py: Python<'_>) -> PyErr {
-        match error_class(py, "StreamClosedError") {
+        match ErrorKind::StreamClosed.class(py) {
             Ok(cls) => PyErr::from_type(
                 cls,
                 (format!(

@@ -14,7 +14,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::array::{data_ptr, number_descr, DataPtr, FrameSpec};
-use crate::errors::error_class;
+use crate::errors::ErrorKind;
 
 /// Frames at least this large are copied out with the GIL released.
 const DETACH_BYTES: usize = 256 * 1024;
@@ -307,7 +307,7 @@ fn destination<'py>(py: Python<'py>, p: &Part, out: &Bound<'py, PyAny>) -> Resul
 fn out_error(py: Python<'_>, stream: &str, seq: u64, why: &str, parts: &Parts) -> PyErr {
     let holds: Vec<String> = parts.parts.iter().map(|p| format!("{:?}: shape {:?} dtype {}", p.name, p.spec.shape, p.spec.dtype.bind(py))).collect();
     let msg = format!("{why}; frame {seq} of stream {stream:?} holds {}; nothing was copied (pass out=None to get a new array)", holds.join(", "));
-    match error_class(py, "InvalidArgumentError") {
+    match ErrorKind::InvalidArgument.class(py) {
         Ok(cls) => PyErr::from_type(cls, (msg,)),
         Err(e) => e,
     }

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 
 use crate::array::FrameSpec;
 use crate::frame_arrays::Parts;
-use crate::errors::{error_class, CoreError};
+use crate::errors::{CoreError, ErrorKind};
 
 type Guard = WriteGuard<Arc<framebus::Stream>>;
 
@@ -119,7 +119,7 @@ impl PyLoan {
     }
 
     fn finished(&self, py: Python<'_>) -> PyErr {
-        match error_class(py, "StreamClosedError") {
+        match ErrorKind::StreamClosed.class(py) {
             Ok(cls) => PyErr::from_type(cls, (format!("the loan of frame {} on stream {:?} was already committed or discarded", self.seq, self.name),)),
             Err(e) => e,
         }
@@ -199,7 +199,7 @@ impl PyLoan {
             if d.len() == 1 {
                 return d.values().get_item(0);
             }
-            let cls = error_class(py, "InvalidArgumentError")?;
+            let cls = ErrorKind::InvalidArgument.class(py)?;
             return Err(PyErr::from_type(cls, (format!("the loan of frame {} on stream {:?} holds several named arrays; use loan.arrays[name]", self.seq, self.name),)));
         }
         Ok(value)

@@ -18,7 +18,7 @@ use pyo3::{ffi, intern};
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 
 use crate::array::data_ptr;
-use crate::errors::{error_class, PipeFailure, SignalCheck};
+use crate::errors::{ErrorKind, PipeFailure, SignalCheck};
 use crate::stream::deadline;
 
 /// The memory of a queued job and what keeps it alive until the job is finished: a buffer
@@ -210,7 +210,7 @@ fn fd_of(fd: &Bound<'_, PyAny>) -> PyResult<i32> {
     match number.extract::<i32>() {
         Ok(n) => Ok(n),
         Err(_) => Err(PyErr::from_type(
-            error_class(py, "InvalidArgumentError")?,
+            ErrorKind::InvalidArgument.class(py)?,
             (format!("fd must be a file descriptor number (0 to 2**31-1), got {number}"),),
         )),
     }

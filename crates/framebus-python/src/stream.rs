@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::array::{data_ptr, DataPtr, FrameSpec};
-use crate::errors::{error_class, CoreError, SignalCheck};
+use crate::errors::{CoreError, ErrorKind, SignalCheck};
 use crate::frame::PyFrame;
 use crate::frame_arrays::{DescrCache, LayoutCache, ReadCache};
 use crate::loan::{LoanValues, PyLoan};
@@ -49,7 +49,7 @@ pub fn deadline(py: Python<'_>, timeout: Option<f64>) -> PyResult<Deadline> {
     match timeout {
         None => Ok(Deadline::never()),
         Some(t) if t.is_nan() || t < 0.0 => Err(PyErr::from_type(
-            error_class(py, "InvalidArgumentError")?,
+            ErrorKind::InvalidArgument.class(py)?,
             (format!("timeout must be None or a number of seconds >= 0, got {t}"),),
         )),
         Some(t) => Ok(Duration::try_from_secs_f64(t).map_or(Deadline::never(), |d| Deadline::after(Some(d)))),
@@ -66,7 +66,7 @@ pub fn unsigned(py: Python<'_>, what: &str, value: Option<&Bound<'_, PyAny>>) ->
     match v.extract::<u64>() {
         Ok(n) => Ok(Some(n)),
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
-            Err(PyErr::from_type(error_class(py, "InvalidArgumentError")?, (format!("{what} must be an int from 0 to 2**64-1, got {}", shown(v)),)))
+            Err(PyErr::from_type(ErrorKind::InvalidArgument.class(py)?, (format!("{what} must be an int from 0 to 2**64-1, got {}", shown(v)),)))
         }
         Err(_) => Err(PyTypeError::new_err(format!("{what} must be an int or None, got {}", v.get_type().name()?))),
     }
@@ -93,7 +93,7 @@ pub fn out_of_range(value: &Bound<'_, PyAny>, err: PyErr, what: &str, range: &st
     if !err.is_instance_of::<PyOverflowError>(py) {
         return err;
     }
-    match error_class(py, "InvalidArgumentError") {
+    match ErrorKind::InvalidArgument.class(py) {
         Ok(cls) => PyErr::from_type(cls, (format!("{what} must be an int from {range}, got {}", shown(value)),)),
         Err(e) => e,
     }
@@ -109,7 +109,7 @@ pub fn seconds(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     match value.extract::<f64>() {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => Err(PyErr::from_type(
-            error_class(value.py(), "InvalidArgumentError")?,
+            ErrorKind::InvalidArgument.class(value.py())?,
             (format!("timeout must be None or a number of seconds from 0 to about 1.8e308, got {}", shown(value)),),
         )),
         Err(_) => Err(PyTypeError::new_err(format!("timeout must be None or a number of seconds, got {}", value.get_type().name()?))),
@@ -126,7 +126,7 @@ pub fn frame_id_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     match value.extract::<i64>() {
         Ok(n) => Ok(Some(n)),
         Err(e) if e.is_instance_of::<PyOverflowError>(value.py()) => Err(PyErr::from_type(
-            error_class(value.py(), "InvalidArgumentError")?,
+            ErrorKind::InvalidArgument.class(value.py())?,
             (format!("frame_id must be an int from -2**63 to 2**63-1, got {}", shown(value)),),
         )),
         Err(_) => Err(PyTypeError::new_err(format!("frame_id must be an int or None, got {}", value.get_type().name()?))),
@@ -179,7 +179,7 @@ impl PyStream {
         match &*self.inner.read().unwrap_or_else(|p| p.into_inner()) {
             Some(s) => Ok(s.clone()),
             None => Err(PyErr::from_type(
-                error_class(py, "StreamClosedError")?,
+                ErrorKind::StreamClosed.class(py)?,
                 (format!("stream {:?} is closed; reopen it with framebus.open({:?})", self.name, self.name),),
             )),
         }
@@ -221,7 +221,7 @@ impl PyStream {
             return Ok(());
         }
         Err(PyErr::from_type(
-            error_class(py, "InvalidArgumentError")?,
+            ErrorKind::InvalidArgument.class(py)?,
             (format!("stream {:?} has a fixed frame shape; {what} need a variable-shape stream (framebus.create(name, capacity=...))", self.name),),
         ))
     }
@@ -229,7 +229,7 @@ impl PyStream {
     /// Warns (LockRecoveredWarning) when `before` differs from the handle's takeover count.
     pub(crate) fn warn_recovered(&self, py: Python<'_>, s: &framebus::Stream, before: u64) -> PyResult<()> {
         if s.lock_recoveries() != before {
-            let cls = error_class(py, "LockRecoveredWarning")?;
+            let cls = ErrorKind::LockRecoveredWarning.class(py)?;
             let msg = format!("stream {:?}: the write lock was held by a process that died; it was taken over and any frame that process was writing was dropped", self.name);
             PyErr::warn(py, &cls, &std::ffi::CString::new(msg).unwrap_or_default(), 2)?;
         }
@@ -297,7 +297,7 @@ impl PyStream {
             "lossless" => ReaderMode::Lossless,
             other => {
                 return Err(PyErr::from_type(
-                    error_class(py, "InvalidArgumentError")?,
+                    ErrorKind::InvalidArgument.class(py)?,
                     (format!("mode must be 'latest' or 'lossless', got {other:?}"),),
                 ))
             }
@@ -651,7 +651,7 @@ impl PyStream {
             let dtype_ok = dtype.is_none_or(|dt| PyArrayDescr::new(py, dt).is_ok_and(|d| d.is_equiv_to(self.spec.dtype.bind(py))));
             if !shape_ok || !dtype_ok {
                 return Err(PyErr::from_type(
-                    error_class(py, "InvalidArgumentError")?,
+                    ErrorKind::InvalidArgument.class(py)?,
                     (format!("stream {:?} has a fixed frame shape {:?} and dtype {}; loan(shape=, dtype=) must match them or be left out", self.name, self.spec.shape, self.spec.dtype.bind(py)),),
                 ));
             }
@@ -679,7 +679,7 @@ Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
             "writer" => r::WRITER,
             other => {
                 return Err(PyErr::from_type(
-                    error_class(py, "InvalidArgumentError")?,
+                    ErrorKind::InvalidArgument.class(py)?,
                     (format!("role must be one of 'handle', 'bridge out', 'bridge in', 'record', 'play', 'monitor', 'writer', got {other:?}"),),
                 ))
             }
