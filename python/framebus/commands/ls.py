@@ -121,11 +121,22 @@ def rows() -> List[Dict[str, str]]:
                 "slots": "?" if r["slots"] is None else str(r["slots"]),
                 "size": human_bytes(r["total_bytes"]),
                 "written": human_bytes(r["bytes_written"]),
-                "problem": r["problem"] or "",
+                "problem": _problem(r),
                 "bridge": "; ".join(r["bridges"]),
             }
         )
     return out
+
+
+def _problem(r: Dict[str, Any]) -> str:
+    """The problem column: the core's text, and when it says to run gc on a segment that gc
+    would not remove yet (too young: its creator may be setting it up), when gc will."""
+    from .gc import CREATION_GRACE_S
+
+    text = r["problem"] or ""
+    if "run `framebus gc`" in text and r["writer"] != "stale" and not r["creator_pid"]:
+        text += f" (once it is {CREATION_GRACE_S:g} s old)"
+    return text
 
 
 #: Right-aligned columns; these never wrap either.
