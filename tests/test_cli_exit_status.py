@@ -159,11 +159,12 @@ def test_a_bridge_stopped_by_ctrl_c_exits_130(action, name, tmp_path):
     assert not os.path.exists(segment_path(name))
 
 
-def test_demo_ctrl_c_exits_130():
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_demo_stopped_by_a_signal_exits_with_its_status_and_removes_its_stream(signum):
     p = start("demo", "--seconds", "600", "--width", "64", "--height", "48", env={**os.environ, "COLUMNS": "200"})
     time.sleep(3.0)  # running (any moment works: every stage cleans up)
-    _, err = _signal_when(p, lambda: True, signal.SIGINT)
-    assert p.returncode == 130, err
+    _, err = _signal_when(p, lambda: True, signum)
+    assert p.returncode == 128 + signum, err
     assert not os.path.exists(segment_path(f"demo-{p.pid}"))
 
 

@@ -142,7 +142,11 @@ def _connected(bridge: Any, timeout: float, stop: threading.Event) -> bool:
 def _stop(bridge: Any, action: str) -> bool:
     """Stops the bridge; True (after saying why) when it had failed."""
     try:
-        bridge.stop()
+        try:
+            bridge.stop()
+        except KeyboardInterrupt:  # a second signal: still let the bridge remove its stream
+            bridge.stop(timeout=5.0)
+            raise
     except Exception as exc:  # noqa: BLE001 - the bridge's own error, reported to the user
         from ..cli import error_text
 
