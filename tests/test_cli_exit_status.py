@@ -77,11 +77,9 @@ def test_every_command_exits_130_after_ctrl_c_and_143_after_sigterm(command, sta
     monkeypatch.setattr(module, "run", interrupted)
     argv = {"record": ["record", "x", "out.mp4"], "play": ["play", "in.mp4", "x"], "hz": ["hz", "x"], "echo": ["echo", "x"],
             "bridge": ["bridge", "publish", "x", "tcp://127.0.0.1:1"]}.get(command, [command])
-    old = signal.getsignal(signal.SIGTERM)
-    try:
-        assert cli.main(argv) == status
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert cli.main(argv) == status
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before, "main restores the caller's handlers"
     assert ("interrupted" if status == 130 else "terminated") in capsys.readouterr().err
 
 

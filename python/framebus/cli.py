@@ -7,6 +7,7 @@ import importlib
 import os
 import select
 import sys
+import threading
 from typing import List, Optional
 
 #: Subcommands, each a module in framebus.commands with ``HELP``, ``add_arguments(parser)`` and
@@ -79,6 +80,13 @@ def _know_parser(parser: argparse.ArgumentParser) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     """Runs the command line ``argv`` (default: sys.argv[1:]) and returns its exit status (see
     ``EXIT_STATUS``)."""
+    import signal
+    import threading
+
+    # Commands change how SIGINT/SIGTERM are handled; a caller in the same process (a test,
+    # a program calling main) gets its own handlers back.
+    main_thread = threading.current_thread() is threading.main_thread()
+    saved = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) if main_thread else None
     try:
         return _main(argv)
     except BrokenPipeError:  # --help or a usage message into a closed pipe
@@ -86,6 +94,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         quiet_stdout()
         return 1
+    finally:
+        if saved is not None:
+            signal.signal(signal.SIGINT, saved[0])
+            signal.signal(signal.SIGTERM, saved[1])
 
 
 def _main(argv: Optional[List[str]]) -> int:
@@ -101,7 +113,8 @@ def _main(argv: Optional[List[str]]) -> int:
     from .commands._signals import raise_on_sigterm, status_of
     from .errors import FramebusError
 
-    raise_on_sigterm()  # SIGTERM cleans up as Ctrl-C does (exit status 143)
+    if threading.current_thread() is threading.main_thread():
+        raise_on_sigterm()  # SIGTERM cleans up as Ctrl-C does (exit status 143)
     try:
         try:
             status = int(args._run(args) or 0)
