@@ -83,9 +83,20 @@ def test_every_command_exits_130_after_ctrl_c_and_143_after_sigterm(command, sta
     assert ("interrupted" if status == 130 else "terminated") in capsys.readouterr().err
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` handles SIGTERM (framebus's main has started: before that a
+    signal would kill the interpreter instead of reaching the command)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
 def _signal_when(p: subprocess.Popen, ready, signum: int) -> "tuple[str, str]":
     end = time.monotonic() + BOUND
-    while not ready():
+    while not (catches_sigterm(p.pid) and ready()):
         assert p.poll() is None, p.communicate()
         assert time.monotonic() < end, "the command did not get ready"
         time.sleep(0.05)
@@ -107,8 +118,8 @@ def test_a_signal_stops_a_reading_command_with_its_status(command, signum, name,
         args = {"hz": ["hz", name], "echo": ["echo", name, "--new", "--timeout", "600"], "top": ["top", name, "--interval", "0.1"],
                 "record": ["record", name, str(tmp_path / "r.mp4"), "--quiet"]}[command]
         p = start(*args)
-        # Attached (hz, echo, record) or past its first sample (top: rich's screen is up).
-        _signal_when(p, lambda: w.ownercount >= 2 if command != "top" else time.sleep(1.0) is None, signum)
+        # Attached (hz, echo, record); top attaches nothing: main has started.
+        _signal_when(p, lambda: w.ownercount >= 2 if command != "top" else True, signum)
         w.unlink()
     # record of no frame: nothing recorded, stopped by the signal: its status, not 1
     assert p.returncode == 128 + signum, (p.returncode, command)
@@ -160,8 +171,8 @@ def test_a_bridge_stopped_by_ctrl_c_exits_130(action, name, tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_demo_stopped_by_a_signal_exits_with_its_status_and_removes_its_stream(signum):
     p = start("demo", "--seconds", "600", "--width", "64", "--height", "48", env={**os.environ, "COLUMNS": "200"})
-    time.sleep(3.0)  # running (any moment works: every stage cleans up)
-    _, err = _signal_when(p, lambda: True, signum)
+    # any moment after main started works: every stage cleans up
+    _, err = _signal_when(p, lambda: os.path.exists(segment_path(f"demo-{p.pid}")), signum)
     assert p.returncode == 128 + signum, err
     assert not os.path.exists(segment_path(f"demo-{p.pid}"))
 

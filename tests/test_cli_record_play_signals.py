@@ -84,7 +84,10 @@ def test_ctrl_c_typed_in_a_terminal_stops_record_cleanly_with_a_complete_file(na
             time.sleep(0.02)
         for i in range(10):
             stream.write(frame(i), timeout=30)  # lossless reader: FFmpeg has started
-        time.sleep(0.3)  # let FFmpeg take the frames in (not a threshold: any wait works)
+        # record read all 10 (each frame read is handed to FFmpeg before the next check)
+        while not any(r["role"] == "record" and r["reads"] >= 10 for r in framebus.stat(name).readers):
+            assert time.monotonic() < end, "record did not read the frames"
+            time.sleep(0.02)
         os.write(fd, b"\x03")  # Ctrl-C typed in the terminal
         text, status = read_pty(fd, pid)
     finally:
@@ -222,3 +225,14 @@ def test_wait_gives_up_with_a_clear_message(command, name):
     res = subprocess.run([sys.executable, "-m", "framebus", *[a.format(name) for a in command], "--wait", "0.2"], capture_output=True, text=True, timeout=BOUND)
     assert res.returncode == 1, res.stderr
     assert "does not exist (waited 0.2 s)" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_play_into_a_variable_shape_stream(name, tmp_path):
+    """A variable-shape stream takes the video's frames (no traceback on its missing shape)."""
+    clip = tmp_path / "var.mp4"
+    make_clip(clip, 3, 25)
+    with framebus.create(name, capacity=SHAPE[0] * SHAPE[1] * 3) as s:
+        res = subprocess.run([sys.executable, "-m", "framebus", "play", str(clip), name, "--fast", "--quiet"], capture_output=True, text=True, timeout=BOUND)
+        assert res.returncode == 0, res.stderr
+        assert "played 3 frames" in res.stderr and s.write_sequence == 3
+        s.unlink()

@@ -530,10 +530,12 @@ class VideoReader:
 
     def into_stream(self, stream: Any, *, realtime: bool = False, timeout: Optional[float] = None, on_frame: Any = None, meta: Any = None) -> int:
         """Decodes every frame straight into ``stream`` (a framebus Stream of shape
-        ``frame_shape`` and dtype ``frame_dtype``) with ``stream.write``; with ``realtime=True``
+        ``frame_shape`` and dtype ``frame_dtype``, or a variable-shape stream whose capacity
+        holds a frame) with ``stream.write``; with ``realtime=True``
         paced at the video's frame rate. Returns the number of frames. ``on_frame(n)`` is called
         after each frame (for progress); ``meta`` (bytes) is written with every frame."""
-        if tuple(stream.shape) != tuple(self.frame_shape) or np.dtype(stream.dtype) != self.frame_dtype:
+        # A variable-shape stream (created with capacity=) takes frames of any shape that fit.
+        if not getattr(stream, "variable", False) and (tuple(stream.shape) != tuple(self.frame_shape) or np.dtype(stream.dtype) != self.frame_dtype):
             raise InvalidArgumentError(
                 f"stream {stream.name!r} holds {tuple(stream.shape)} {np.dtype(stream.dtype)} frames; this video decodes "
                 f"to {self.frame_shape} {self.frame_dtype} (create the stream with shape={self.frame_shape}, dtype='{self.frame_dtype}')"
