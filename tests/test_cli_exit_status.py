@@ -304,3 +304,16 @@ def test_demo_rate_counts_from_the_first_frame():
 
     final = _display(Args(), stats, Done(), threading.Event(), 100, (10, 10, 3))
     assert final["fps"] == 10.0
+
+
+@pytest.mark.parametrize("command", ["echo", "hz"])
+def test_a_damaged_stream_points_to_doctor_not_to_a_python_call(command, name):
+    framebus.create(name, shape=(2,)).close()
+    with open(segment_path(name), "r+b") as f:
+        f.write(b"NOTMAGIC")
+    try:
+        p = run_cli(command, name)
+    finally:
+        framebus.unlink(name)
+    assert p.returncode == 1, p.stderr
+    assert "corrupt" in p.stderr and f"framebus doctor --stream {name}" in p.stderr and "framebus.unlink(" not in p.stderr

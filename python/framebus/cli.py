@@ -44,6 +44,10 @@ def error_text(exc: BaseException) -> str:
 
     if isinstance(exc, StreamNotFoundError) and "; create it first with framebus.create(" in text:
         text = text.split("; create it first with framebus.create(", 1)[0] + "; " + NOT_FOUND_HINT
+    # A damaged segment: the command that says whether it can go, not a Python call.
+    import re
+
+    text = re.sub(r'unlink it with framebus\.unlink\("([^"]+)"\)', r"`framebus doctor --stream \1` says whether it is in use and how to remove it", text)
     return text
 
 
