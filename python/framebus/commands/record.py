@@ -98,7 +98,7 @@ def nothing_recorded(args: argparse.Namespace, why: str) -> int:
 def run(args: argparse.Namespace) -> int:
     import framebus
     from framebus.errors import StreamEndedError
-    from framebus.ffmpeg import VideoWriter
+    from framebus.ffmpeg import VideoWriter, find_ffmpeg, frame_layout
 
     from ._wait import wait_for_stream
 
@@ -117,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
         shape = tuple(stream.shape)
         pix_fmt = args.pix_fmt or pix_fmt_for(shape, stream.dtype)
         size = (shape[1], shape[0])
+        # The writer is made at the first frame (which may carry the rate): what would fail
+        # there (no FFmpeg, an unknown --pix-fmt) fails now, before a frame is taken.
+        frame_layout(size, pix_fmt)
+        args.ffmpeg = find_ffmpeg(args.ffmpeg)
         display = _Display(args, f"recording {args.name!r} -> {args.out}")
         frames = 0
         start = time.perf_counter()
