@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
+import threading
 from typing import List, Optional
 
 #: Subcommands, each a module in framebus.commands with ``HELP``, ``add_arguments(parser)`` and
@@ -18,7 +21,10 @@ EXIT_STATUS = """exit status (every command):
        write or encode, a check that failed (the message says what to do)
   2    a usage error: unknown command or option, a bad argument value (a number out of
        range, an invalid stream name); the command's usage says what it takes
-  130  interrupted (Ctrl-C)"""
+  130  interrupted by Ctrl-C (SIGINT), after cleaning up: streams the command created are
+       removed, a file being recorded is finished
+  143  stopped by SIGTERM, after the same clean-up
+A closed standard output (`framebus ls | head -1`) ends a command quietly, exit status 1."""
 
 
 #: What a command line user can do about a stream that does not exist (the library's message
@@ -38,6 +44,10 @@ def error_text(exc: BaseException) -> str:
 
     if isinstance(exc, StreamNotFoundError) and "; create it first with framebus.create(" in text:
         text = text.split("; create it first with framebus.create(", 1)[0] + "; " + NOT_FOUND_HINT
+    # A damaged segment: the command that says whether it can go, not a Python call.
+    import re
+
+    text = re.sub(r'unlink it with framebus\.unlink\("([^"]+)"\)', r"`framebus doctor --stream \1` says whether it is in use and how to remove it", text)
     return text
 
 
@@ -72,6 +82,29 @@ def _know_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Runs the command line ``argv`` (default: sys.argv[1:]) and returns its exit status (see
+    ``EXIT_STATUS``)."""
+    import signal
+    import threading
+
+    # Commands change how SIGINT/SIGTERM are handled; a caller in the same process (a test,
+    # a program calling main) gets its own handlers back.
+    main_thread = threading.current_thread() is threading.main_thread()
+    saved = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) if main_thread else None
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # --help or a usage message into a closed pipe
+        if not stdout_closed():
+            raise
+        quiet_stdout()
+        return 1
+    finally:
+        if saved is not None:
+            signal.signal(signal.SIGINT, saved[0])
+            signal.signal(signal.SIGTERM, saved[1])
+
+
+def _main(argv: Optional[List[str]]) -> int:
     parser = build_parser()
     # Unknown options are left over by the subcommand's parser; argparse would report them
     # with the top-level usage. The innermost subcommand's parser reports them (exit 2).
@@ -81,17 +114,52 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    from .commands._signals import raise_on_sigterm, status_of
     from .errors import FramebusError
 
+    if threading.current_thread() is threading.main_thread():
+        raise_on_sigterm()  # SIGTERM cleans up as Ctrl-C does (exit status 143)
     try:
-        return int(args._run(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        try:
+            status = int(args._run(args) or 0)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except KeyboardInterrupt as exc:
+        status = status_of(exc)
+        print("interrupted" if status == 130 else "terminated", file=sys.stderr)
+        return status
+    except BrokenPipeError as exc:
+        if not stdout_closed():
+            print(f"framebus {args.command}: {error_text(exc)}", file=sys.stderr)
+            return 1
+        quiet_stdout()
+        return 1
     except (FramebusError, OSError) as exc:
         print(f"framebus {args.command}: {error_text(exc)}", file=sys.stderr)
         return 1
 
+
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe or socket whose reading end was closed (``| head``)."""
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def quiet_stdout() -> None:
+    """Points standard output at /dev/null, so that what is still buffered does not raise
+    BrokenPipeError again at interpreter exit (what Python's documentation recommends)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -55,6 +55,12 @@ PIX_FMTS: Dict[str, Tuple[Optional[int], Any]] = {
 #: Lines of FFmpeg's stderr kept for error messages.
 STDERR_LINES = 40
 
+#: How FFmpeg is started: in its own session (process group), so the Ctrl-C typed in the
+#: terminal reaches only this process, which then ends FFmpeg itself: a VideoWriter closes its
+#: input (FFmpeg finishes the file), a VideoReader stops it. Without this FFmpeg would take the
+#: terminal's SIGINT too, stop on its own and exit with status 255.
+DETACHED: Dict[str, Any] = {"start_new_session": True}
+
 
 def find_ffmpeg(ffmpeg: Optional[str] = None) -> str:
     """The FFmpeg executable to run: ``ffmpeg`` if given, else ``$FRAMEBUS_FFMPEG``, else
@@ -171,6 +177,13 @@ class VideoWriter:
     yuv420p (what players expect) unless ``extra_args`` sets ``-pix_fmt``. ``extra_args`` go
     after the input and codec options, before the output path. ``progress=True`` shows frames
     and frames/s on the terminal (rich if installed).
+
+    A frame of odd width or height cannot be yuv420p: for libx264/libx265 (without ``-pix_fmt``
+    or ``-vf`` in ``extra_args``) the picture is padded by one black column/row to even
+    dimensions (``output_size``, ``padded``) and encoded as yuv420p, never silently as yuv444p.
+
+    FFmpeg runs in its own session: the terminal's Ctrl-C reaches only this process. Leaving
+    the ``with`` block by KeyboardInterrupt finishes the file with the frames written so far.
     """
 
     def __init__(
@@ -199,16 +212,26 @@ class VideoWriter:
         w, h = self.size
         cmd = [self.ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y"]
         cmd += ["-f", "rawvideo", "-pix_fmt", pix_fmt, "-s", f"{w}x{h}", "-r", f"{fps:g}", "-i", "-"]
+        #: (width, height) of the encoded picture: ``size``, or padded to even dimensions.
+        self.output_size: Tuple[int, int] = (w, h)
         if codec:
             cmd += ["-c:v", codec]
-            if codec in ("libx264", "libx265") and "-pix_fmt" not in extra and w % 2 == 0 and h % 2 == 0:
-                cmd += ["-pix_fmt", "yuv420p"]
+            if codec in ("libx264", "libx265") and "-pix_fmt" not in extra:
+                if (w % 2 or h % 2) and not ({"-vf", "-filter:v", "-filter_complex"} & set(extra)):
+                    # 4:2:0 needs even dimensions: one black column/row is added rather than
+                    # falling back to 4:4:4, which most players cannot play.
+                    self.output_size = (w + w % 2, h + h % 2)
+                    cmd += ["-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2"]
+                if self.output_size[0] % 2 == 0 and self.output_size[1] % 2 == 0:
+                    cmd += ["-pix_fmt", "yuv420p"]
         if preset is not None:
             cmd += ["-preset", str(preset)]
         if crf is not None:
             cmd += ["-crf", f"{crf:g}"]
         cmd += extra + [self.path]
         self.command: List[str] = cmd
+        #: Whether the picture is padded to even dimensions (odd ``size`` with libx264/libx265).
+        self.padded = self.output_size != (w, h)
         self.frames_written = 0
         self._proc: Optional["subprocess.Popen[bytes]"] = None
         self._tail: Optional[_StderrTail] = None
@@ -218,7 +241,7 @@ class VideoWriter:
 
     # -- lifecycle --------------------------------------------------------------------------
     def _start(self) -> None:
-        self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, **DETACHED)
         self._tail = _StderrTail(self._proc.stderr)
         assert self._proc.stdin is not None
         self._fd = self._proc.stdin.fileno()
@@ -366,7 +389,12 @@ class VideoWriter:
         if exc_type is None:
             self.close()
         elif issubclass(exc_type, KeyboardInterrupt):
-            self.abort()
+            # Ctrl-C reaches only this process (FFmpeg runs in its own session): finish the
+            # file with the frames written so far; a second Ctrl-C while it finishes kills FFmpeg.
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 - the KeyboardInterrupt is the one to see
+                pass
         else:
             try:
                 self.close()
@@ -423,7 +451,7 @@ def probe(path: str, ffmpeg: Optional[str] = None) -> dict:
     exe = find_ffmpeg(ffmpeg)
     if not os.path.exists(path):
         raise FileNotFoundError(2, f"no such video file: {path!r}", path)
-    out = subprocess.run([exe, "-hide_banner", "-nostdin", "-i", path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out = subprocess.run([exe, "-hide_banner", "-nostdin", "-i", path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **DETACHED)
     text = out.stderr.decode("utf-8", "replace")
     video = next((line for line in text.splitlines() if "Video:" in line), None)
     m = _VIDEO_RE.search(video or "")
@@ -462,7 +490,7 @@ class VideoReader:
 
     def _started(self) -> "subprocess.Popen[bytes]":
         if self._proc is None:
-            self._proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+            self._proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, **DETACHED)
             self._tail = _StderrTail(self._proc.stderr)
         return self._proc
 
@@ -500,12 +528,14 @@ class VideoReader:
                 return
             yield frame
 
-    def into_stream(self, stream: Any, *, realtime: bool = False, timeout: Optional[float] = None, on_frame: Any = None) -> int:
+    def into_stream(self, stream: Any, *, realtime: bool = False, timeout: Optional[float] = None, on_frame: Any = None, meta: Any = None) -> int:
         """Decodes every frame straight into ``stream`` (a framebus Stream of shape
-        ``frame_shape`` and dtype ``frame_dtype``) with ``stream.write``; with ``realtime=True``
+        ``frame_shape`` and dtype ``frame_dtype``, or a variable-shape stream whose capacity
+        holds a frame) with ``stream.write``; with ``realtime=True``
         paced at the video's frame rate. Returns the number of frames. ``on_frame(n)`` is called
-        after each frame (for progress)."""
-        if tuple(stream.shape) != tuple(self.frame_shape) or np.dtype(stream.dtype) != self.frame_dtype:
+        after each frame (for progress); ``meta`` (bytes) is written with every frame."""
+        # A variable-shape stream (created with capacity=) takes frames of any shape that fit.
+        if not getattr(stream, "variable", False) and (tuple(stream.shape) != tuple(self.frame_shape) or np.dtype(stream.dtype) != self.frame_dtype):
             raise InvalidArgumentError(
                 f"stream {stream.name!r} holds {tuple(stream.shape)} {np.dtype(stream.dtype)} frames; this video decodes "
                 f"to {self.frame_shape} {self.frame_dtype} (create the stream with shape={self.frame_shape}, dtype='{self.frame_dtype}')"
@@ -519,7 +549,7 @@ class VideoReader:
                 delay = start + n * period - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
-            stream.write(buf, frame_id=n, timeout=timeout)
+            stream.write(buf, frame_id=n, timeout=timeout, meta=meta)
             n += 1
             if on_frame is not None:
                 on_frame(n)

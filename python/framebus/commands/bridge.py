@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 from typing import Any
 
-from ._args import stream_name
-from ._signals import stop_on_signals
+from ._args import int_range, positive_float, positive_int, stream_name
+from ._signals import stop_on_signals, stopped_status
+from ._wait import add_wait_argument
 
 HELP = "bridge streams across machines over ZeroMQ: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
 
@@ -34,14 +36,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub.add_argument("--compress", default=None, metavar="zstd[:LEVEL]", help="compress each frame (needs framebus[zstd])")
     pub.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret): turns CURVE encryption on")
     pub.add_argument("--curve-location", metavar="DIR", help="directory of the public certificates of the subscribers allowed in")
+    add_wait_argument(pub)
     _common(pub)
 
     s = sub.add_parser("subscribe", help="receive a remote stream into a local stream")
     s.add_argument("endpoint", help="the publisher: tcp://HOST:PORT or ipc:///path")
     s.add_argument("name", type=stream_name, help="local stream to write (created from the publisher's spec)")
     s.add_argument("--mode", choices=["latest", "lossless"], default=None, help="insist on the publisher running in this mode")
-    s.add_argument("--slots", type=int, default=None, help="slots of the local stream (default: the publisher's)")
-    s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the publisher's first answer (default 10)")
+    s.add_argument("--slots", type=int_range(2, 64), default=None, help="slots of the local stream (default: the publisher's)")
+    s.add_argument("--timeout", type=positive_float, default=10.0, help="seconds to wait for the publisher's first answer (default 10)")
     s.add_argument("--keep", action="store_true", help="keep the local stream when stopping")
     s.add_argument("--curve-server-certificate", metavar="FILE", help="the publisher's public certificate (.key): turns CURVE on")
     s.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret)")
@@ -53,13 +56,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hwm", type=int, default=4, help="frames in flight per subscriber (default 4)")
-    p.add_argument("--heartbeat-ivl", type=float, default=1.0, help="seconds between heartbeats on an idle link (default 1)")
-    p.add_argument("--peer-timeout", type=float, default=10.0, help="seconds of silence after which the other end counts as gone (default 10)")
+    p.add_argument("--hwm", type=positive_int, default=4, help="frames in flight per subscriber (default 4)")
+    p.add_argument("--heartbeat-ivl", type=positive_float, default=1.0, help="seconds between heartbeats on an idle link (default 1)")
+    p.add_argument("--peer-timeout", type=positive_float, default=10.0, help="seconds of silence after which the other end counts as gone (default 10)")
     p.add_argument("--quiet", action="store_true", help="print only state changes, no live table")
 
 
+#: What to do when pyzmq is missing.
+NEEDS_ZMQ = "bridges need pyzmq, which is not installed: pip install 'framebus[net]'"
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        import zmq  # noqa: F401
+    except ImportError:
+        print(f"framebus bridge {args.action}: {NEEDS_ZMQ}", file=sys.stderr)
+        return 1
     if args.action == "keys":
         from ..net import create_certificates
 
@@ -68,21 +80,40 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from .. import net
     from ..errors import FramebusError
+    from ._wait import wait_for_stream
 
     stop = threading.Event()
-    stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
     common = dict(hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout)
     try:
         if args.action == "publish":
+            wait_for_stream(args.name, args.wait)  # Ctrl-C here: KeyboardInterrupt, exit 130
+            stop_on_signals(stop)  # a clean stop: BYE to the other end
             bridge: Any = net.publish(
                 args.name, args.endpoint, mode=args.mode, compress=args.compress,
                 curve_certificate=args.curve_certificate, curve_location=args.curve_location, **common,
             )
         else:
+            stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
+            # timeout=None: connect in the background; this thread waits for the publisher's
+            # answer itself, so that Ctrl-C stops the wait at once.
             bridge = net.subscribe(
-                args.endpoint, args.name, mode=args.mode, slots=args.slots, timeout=args.timeout, keep=args.keep,
+                args.endpoint, args.name, mode=args.mode, slots=args.slots, timeout=None, keep=args.keep,
                 curve_certificate=args.curve_certificate, curve_server_certificate=args.curve_server_certificate, **common,
             )
+            if not _connected(bridge, args.timeout, stop):
+                failed = _stop(bridge, args.action)
+                if stop.is_set():
+                    print(f"framebus bridge {args.action}: stopped while waiting for the publisher at {args.endpoint}", file=sys.stderr)
+                    return stopped_status()
+                if failed:
+                    return 1
+                print(
+                    f"framebus bridge {args.action}: no framebus publisher answered at {args.endpoint} within {args.timeout:g} s: "
+                    "check the address and port, that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both "
+                    "sides use matching keys",
+                    file=sys.stderr,
+                )
+                return 1
     except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:
         from ..cli import error_text
 
@@ -91,14 +122,37 @@ def run(args: argparse.Namespace) -> int:
     what = f"{args.name} -> {bridge.endpoint}" if args.action == "publish" else f"{bridge.endpoint} -> {args.name}"
     print(f"framebus bridge {args.action}: {what} ({bridge.mode or 'publisher'} mode); Ctrl-C to stop", flush=True)
     _watch(bridge, stop, quiet=args.quiet or not sys.stdout.isatty())
-    try:
-        bridge.stop()
-    except Exception as exc:  # noqa: BLE001 - the bridge's own error, reported to the user
-        print(f"framebus bridge {args.action} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if _stop(bridge, args.action):
         return 1
     s = bridge.stats
     print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped, {s.reconnects} reconnects", flush=True)
-    return 0
+    return stopped_status()
+
+
+def _connected(bridge: Any, timeout: float, stop: threading.Event) -> bool:
+    """Waits until a subscriber has its publisher's answer; False after ``timeout`` seconds,
+    once ``stop`` is set, or when the bridge stopped (its error is raised by stop())."""
+    deadline = time.monotonic() + timeout
+    while not bridge.connected:
+        if not bridge.running or time.monotonic() >= deadline or stop.wait(0.05):
+            return False
+    return True
+
+
+def _stop(bridge: Any, action: str) -> bool:
+    """Stops the bridge; True (after saying why) when it had failed."""
+    try:
+        try:
+            bridge.stop()
+        except KeyboardInterrupt:  # a second signal: still let the bridge remove its stream
+            bridge.stop(timeout=5.0)
+            raise
+    except Exception as exc:  # noqa: BLE001 - the bridge's own error, reported to the user
+        from ..cli import error_text
+
+        print(f"framebus bridge {action} failed: {error_text(exc)}", file=sys.stderr)
+        return True
+    return False
 
 
 def _row(s: Any) -> list:

@@ -1,5 +1,6 @@
 """``framebus demo``: a producer process streams synthetic 1080p RGB frames to a consumer
-process through a framebus stream; the terminal shows frames/s, GB/s and latency live."""
+process through a framebus stream; the terminal shows frames/s, GB/s and latency live. Rates
+are measured from the first frame the consumer receives (process start-up is not counted)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
         ready.set()
         latencies: list = []
         received = bad = 0
+        first_ns = last_ns = 0  # when the first and the newest frame arrived (time.time_ns)
         last_report = time.perf_counter()
         while not stop.is_set():
             try:
@@ -83,14 +85,16 @@ def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
             now_ns = time.time_ns()
             if pub is not None:
                 received += 1
+                last_ns = now_ns
+                first_ns = first_ns or now_ns
                 latencies.append((now_ns - pub.timestamp_ns) / 1e3)
                 if not np.array_equal(out[0, :64], checks[pub.frame_id % len(checks)]):
                     bad += 1
             if time.perf_counter() - last_report >= 0.25 or stop.is_set():
-                stats.put({"received": received, "latencies": latencies, "corrupt": bad, "missed": stream.total_missed})
+                stats.put({"received": received, "latencies": latencies, "corrupt": bad, "missed": stream.total_missed, "first_ns": first_ns, "last_ns": last_ns})
                 latencies = []
                 last_report = time.perf_counter()
-        stats.put({"received": received, "latencies": latencies, "corrupt": bad, "missed": stream.total_missed, "done": True})
+        stats.put({"received": received, "latencies": latencies, "corrupt": bad, "missed": stream.total_missed, "first_ns": first_ns, "last_ns": last_ns, "done": True})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -128,6 +132,15 @@ def run(args: argparse.Namespace) -> int:
     return 0 if summary.get("corrupt", 0) == 0 and summary.get("received", 0) > 0 else 1
 
 
+def rate(received: int, first_ns: int, last_ns: int) -> float:
+    """Frames per second from the first frame received to the last (``time.time_ns`` values):
+    the ``received - 1`` intervals between them. Process start-up (spawning the producer and
+    the consumer, opening the stream) happens before the first frame and is not counted."""
+    if received < 2 or last_ns <= first_ns:
+        return 0.0
+    return (received - 1) / ((last_ns - first_ns) / 1e9)
+
+
 def _percentiles(lat: list) -> Dict[str, float]:
     import numpy as np
 
@@ -141,19 +154,21 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
     import queue
 
     received = corrupt = missed = 0
+    first_ns = last_ns = 0
     all_lat: list = []
     window: list = []
     start = time.perf_counter()
     title = f"framebus demo: {shape[1]}x{shape[0]} RGB, {args.mode} reader, {args.slots} slots"
 
-    def snapshot() -> Dict[str, Any]:
+    def snapshot(final: bool = False) -> Dict[str, Any]:
         elapsed = max(time.perf_counter() - start, 1e-9)
-        fps = received / elapsed
+        # From the first frame on: while running up to now, at the end up to the last frame.
+        fps = rate(received, first_ns, last_ns if final else max(last_ns, time.time_ns()))
         pct = _percentiles(window[-2000:] or all_lat[-2000:])
         return {"elapsed": elapsed, "fps": fps, "gbps": fps * frame_bytes / 1e9, "received": received, "corrupt": corrupt, "missed": missed, **pct}
 
     def drain(block: float) -> bool:
-        nonlocal received, corrupt, missed, window
+        nonlocal received, corrupt, missed, window, first_ns, last_ns
         done = False
         try:
             while True:
@@ -162,6 +177,7 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
                 received = msg["received"]
                 corrupt = msg["corrupt"]
                 missed = msg["missed"]
+                first_ns, last_ns = msg.get("first_ns", 0), msg.get("last_ns", 0)
                 window = (window + msg["latencies"])[-4000:]
                 all_lat.extend(msg["latencies"])
                 done = done or msg.get("done", False)
@@ -201,7 +217,7 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
                 pass
             progress.update(task, completed=args.seconds)
             window = all_lat
-            final = snapshot()
+            final = snapshot(final=True)
             live.update(Group(progress, table(final)))
     else:
         while producer.is_alive():
@@ -213,6 +229,6 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
         while not drain(0.2) and time.perf_counter() < deadline:
             pass
         window = all_lat
-        final = snapshot()
+        final = snapshot(final=True)
         print(f"total {final['received']} frames, {final['fps']:.0f} frames/s, {final['gbps']:.2f} GB/s, missed {final['missed']}, corrupt {final['corrupt']}")
     return final

@@ -166,9 +166,33 @@ def check_shm(plans: List[Tuple[str, int]]) -> List[Check]:
     return out
 
 
+def read_only() -> bool:
+    """Whether /dev/shm is mounted read-only (no chmod helps then)."""
+    try:
+        return bool(os.statvfs(SHM).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def can_create() -> bool:
+    """Whether this user can create a stream in /dev/shm at all."""
+    return os.path.isdir(SHM) and not read_only() and os.access(SHM, os.W_OK | os.X_OK)
+
+
 def check_permissions() -> List[Check]:
     mask = os.umask(0)
     os.umask(mask)
+    if read_only():
+        runtime = in_container()
+        return [
+            Check(
+                "permissions",
+                "fail",
+                f"{SHM} is mounted read-only: no stream can be created",
+                ("give the container a writable /dev/shm (with `docker run --read-only`, add `--tmpfs /dev/shm`); or " if runtime else "")
+                + f"remount it writable (as root): `mount -o remount,rw {SHM}`",
+            )
+        ]
     if not os.access(SHM, os.W_OK | os.X_OK):
         return [Check("permissions", "fail", f"this user cannot create files in {SHM}", f"`chmod 1777 {SHM}` (as root), as on a standard system")]
     return [
@@ -190,6 +214,8 @@ def check_futex() -> List[Check]:
 
     import framebus
 
+    if not can_create():  # the permissions check says why; a futex failure would mislead
+        return [Check("futex", "info", f"not checked: no stream can be created in {SHM} (see above)")] + check_robust_list()
     name = f"doctor-{uuid.uuid4().hex[:8]}"
     out = []
     try:
@@ -281,13 +307,25 @@ def check_stale() -> List[Check]:
     import framebus
     from framebus.info import dead_unreadable, mapped_by
 
+    from .gc import CREATION_GRACE_S, being_created
+
     stale = framebus.gc(dry_run=True)
+    young = [str(i) for i in being_created()]
     out = []
     if stale:
         out.append(Check("stale streams", "warn", f"{len(stale)} left by processes that died: {_names(stale)}", "`framebus gc` removes them (never a live stream)"))
     else:
         out.append(Check("stale streams", "ok", "none"))
-    unreadable = [i for i in framebus.list_streams() if i.problem and str(i) not in stale]
+    if young:
+        out.append(
+            Check(
+                "streams being created",
+                "info",
+                f"{len(young)} not initialised yet, younger than {CREATION_GRACE_S:g} s: {_names(young)}",
+                f"if they stay so, `framebus gc` removes them once they are {CREATION_GRACE_S:g} s old",
+            )
+        )
+    unreadable = [i for i in framebus.list_streams() if i.problem and str(i) not in stale and str(i) not in young]
     left = [i for i in unreadable if dead_unreadable(i) and not mapped_by(i.path)[0]]
     used = [i for i in unreadable if i not in left]
     if left:

@@ -22,13 +22,16 @@ HEAD = 16
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ._args import stream_name
+    from ._args import positive_float, positive_int, stream_name
 
     p.add_argument("name", type=stream_name, help="stream to look at")
     p.add_argument("--new", action="store_true", help="wait for the next frame instead of showing the newest")
-    p.add_argument("--count", type=int, default=1, metavar="K", help="frames to print (default 1; more implies --new after the first)")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="how long to wait for a frame (default 10 s)")
+    p.add_argument("--count", type=positive_int, default=1, metavar="K", help="frames to print (default 1; more implies --new after the first)")
+    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="S", help="how long to wait for a frame (default 10 s)")
     p.add_argument("--json", action="store_true", help="one JSON object per frame")
+    from ._wait import add_wait_argument
+
+    add_wait_argument(p)
 
 
 def json_value(v: Any) -> Any:
@@ -118,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
     "stream NAME ended" and exit status 0, as ``framebus hz`` does."""
     import framebus
 
+    from ._wait import wait_for_stream
+
+    wait_for_stream(args.name, args.wait)
     s = framebus.open(args.name)
     s.set_role("monitor", "echo")
     try:

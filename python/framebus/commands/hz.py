@@ -13,16 +13,18 @@ import sys
 import time
 from typing import Optional, Tuple
 
-from ._args import non_negative_int, positive_float, positive_int
+from ._args import non_negative_int, positive_float, positive_int, stream_name
+from ._wait import add_wait_argument, wait_for_stream
 
 HELP = "print the rate a stream is written at (average, min/max/std of intervals), until Ctrl-C"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="stream to watch")
+    p.add_argument("name", type=stream_name, help="stream to watch")
     p.add_argument("--every", type=positive_float, default=1.0, metavar="S", help="seconds between reports (default 1)")
     p.add_argument("--window", type=positive_int, default=1000, metavar="N", help="intervals the statistics cover (default 1000)")
     p.add_argument("--count", type=non_negative_int, default=0, metavar="K", help="stop after K reports (default: until Ctrl-C)")
+    add_wait_argument(p)
 
 
 def segment(path: str) -> Optional[Tuple[int, int]]:
@@ -37,6 +39,7 @@ def segment(path: str) -> Optional[Tuple[int, int]]:
 def run(args: argparse.Namespace) -> int:
     import framebus
 
+    wait_for_stream(args.name, args.wait)
     path = framebus.stat(args.name).path
     while True:  # the segment this handle maps: the same file before and after the open
         before = segment(path)

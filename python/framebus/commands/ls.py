@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from typing import Any, Dict, List
 
 HELP = "list streams: shape, dtype, slots, writer alive, readers, sequence, bytes"
@@ -122,11 +121,22 @@ def rows() -> List[Dict[str, str]]:
                 "slots": "?" if r["slots"] is None else str(r["slots"]),
                 "size": human_bytes(r["total_bytes"]),
                 "written": human_bytes(r["bytes_written"]),
-                "problem": r["problem"] or "",
+                "problem": _problem(r),
                 "bridge": "; ".join(r["bridges"]),
             }
         )
     return out
+
+
+def _problem(r: Dict[str, Any]) -> str:
+    """The problem column: the core's text, and when it says to run gc on a segment that gc
+    would not remove yet (too young: its creator may be setting it up), when gc will."""
+    from .gc import CREATION_GRACE_S
+
+    text = r["problem"] or ""
+    if "run `framebus gc`" in text and r["writer"] != "stale" and not r["creator_pid"]:
+        text += f" (once it is {CREATION_GRACE_S:g} s old)"
+    return text
 
 
 #: Right-aligned columns; these never wrap either.
@@ -150,7 +160,9 @@ def run(args: argparse.Namespace) -> int:
     if not data:
         print("no framebus streams in /dev/shm")
         return 0
-    width = shutil.get_terminal_size((120, 24)).columns
+    from ._columns import UNLIMITED, terminal_width
+
+    width = terminal_width() or UNLIMITED  # to a pipe or file: every column
     shown = fitting_columns(data, width)
     dropped = [c for c in data[0] if c not in shown and any(r[c] for r in data)]
     try:
@@ -166,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
             table.add_column(col, justify="right" if col in _NUMERIC else "left", no_wrap=col in _NUMERIC or col == "name", overflow="fold")
         for r in data:
             table.add_row(*(r[k] for k in shown))
+        if width == UNLIMITED:  # the table's own width: no line is wrapped or padded
+            width = sum(max(len(c), *(len(r[c]) for r in data)) + 3 for c in shown)
         Console(width=max(width, len(max((r["name"] for r in data), key=len)) + 4)).print(table)
     if dropped:
         print(f"({', '.join(dropped)} not shown at this width: widen the terminal or use --json)")

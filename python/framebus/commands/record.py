@@ -2,35 +2,55 @@
 frame with FFmpeg until the writer ends the stream (``Stream.end()``, as ``framebus play`` does
 at the end of its file, or the writer closing its handle), the stream stops (no frame for --idle
 seconds), --frames or --seconds are reached, or Ctrl-C / SIGTERM, which stops cleanly between two
-frames. Each way the file is finalised, playable and holds exactly the frames reported, and the
-exit status is 0 (a second signal stops at once, still finishing the file)."""
+frames. Each way the file is finalised, playable and holds exactly the frames reported. The exit
+status is 0, or 130 after Ctrl-C (143 after SIGTERM) with the file complete all the same (a
+second signal stops at once, still finishing the file). When no frame was recorded (the stream
+had already ended, or nothing came) no file is written, the message says so and the exit status
+is 1 (130/143 when a signal stopped it).
+
+FFmpeg runs in its own session (see ``framebus.ffmpeg``): the terminal's Ctrl-C reaches only
+this command, which then finishes the file itself.
+
+The frame rate written into the file: --fps if given, else the rate the stream's writer carries
+in each frame's metadata (a JSON object with a positive number "fps", as ``framebus play``
+writes it: the rate of its video file, also over a bridge), else 30 with a note saying so.
+Frames of odd width or height are padded by one black column/row to even dimensions for
+libx264/libx265's yuv420p, with a note."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Optional
 
-from ._signals import stop_on_signals
+from ._signals import stop_on_signals, stopped_by_signal, stopped_status
 
 HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-C stops cleanly)"
 
+#: The frame rate of a file when neither --fps nor the stream's frames give one.
+DEFAULT_FPS = 30.0
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ._args import stream_name
+    from ._args import non_negative_float, non_negative_int, positive_float, stream_name
+    from ._wait import add_wait_argument
 
     p.add_argument("name", type=stream_name, help="stream to record (its frames must be HxWx3 or HxWx4 uint8, or HxW uint8; or, on a variable-shape stream, encoded packets written with codec=, remuxed as they are)")
     p.add_argument("out", help="output video file, e.g. out.mp4")
-    p.add_argument("--fps", type=float, default=30.0, help="frame rate written into the file (default 30)")
+    p.add_argument("--fps", type=positive_float, default=None, help="frame rate written into the file (default: the rate the stream's frames carry, as framebus play writes it, else 30)")
     p.add_argument("--codec", default="libx264", help="FFmpeg video codec (default libx264)")
     p.add_argument("--preset", default=None, help="codec preset, e.g. ultrafast")
     p.add_argument("--crf", type=float, default=None, help="constant rate factor (quality) of x264/x265")
     p.add_argument("--pix-fmt", default=None, help="raw pixel format of the frames (default: rgb24, rgba or gray from the shape)")
-    p.add_argument("--frames", type=int, default=0, help="stop after this many frames (default: no limit)")
-    p.add_argument("--seconds", type=float, default=0.0, help="stop after this long (default: no limit)")
-    p.add_argument("--idle", type=float, default=0.0, help="stop when no frame arrives for this long (default: wait forever)")
+    p.add_argument("--frames", type=non_negative_int, default=0, help="stop after this many frames (default: no limit)")
+    p.add_argument("--seconds", type=non_negative_float, default=0.0, help="stop after this long (default: no limit)")
+    p.add_argument("--idle", type=non_negative_float, default=0.0, help="stop when no frame arrives for this long (default: wait forever)")
+    add_wait_argument(p)
     p.add_argument("--ffmpeg", default=None, help="FFmpeg executable (default: FRAMEBUS_FFMPEG, imageio-ffmpeg, PATH)")
     p.add_argument("--quiet", action="store_true", help="no progress display")
 
@@ -48,26 +68,59 @@ def pix_fmt_for(shape: tuple, dtype: Any) -> str:
     raise SystemExit(f"framebus record: frames of shape {shape} are not images (HxW, HxWx3 or HxWx4)")
 
 
+def fps_in_meta(meta: Any) -> Optional[float]:
+    """The frame rate a frame's metadata carries: a JSON object with a positive finite number
+    "fps" (what ``framebus play`` writes); None for anything else."""
+    if not meta:
+        return None
+    try:
+        value = json.loads(bytes(meta).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, TypeError):
+        return None
+    fps = value.get("fps") if isinstance(value, dict) else None
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not (0 < fps < math.inf):
+        return None
+    return float(fps)
+
+
+def fps_meta(fps: Optional[float]) -> Optional[bytes]:
+    """The metadata ``framebus play`` writes with each frame: the video's frame rate."""
+    return json.dumps({"fps": fps}).encode() if fps and 0 < fps < math.inf else None
+
+
+def nothing_recorded(args: argparse.Namespace, why: str) -> int:
+    """Says that no frame was recorded and no file written; the exit status (1, or the
+    signal's status)."""
+    print(f"framebus record: nothing was recorded from {args.name!r} ({why}); no file was written to {args.out}", file=sys.stderr)
+    return stopped_status() or 1
+
+
 def run(args: argparse.Namespace) -> int:
     import framebus
     from framebus.errors import StreamEndedError
-    from framebus.ffmpeg import VideoWriter
+    from framebus.ffmpeg import VideoWriter, find_ffmpeg, frame_layout
 
-    stream = framebus.open(args.name, mode="lossless")  # a missing stream: exit 1 (cli.py)
+    from ._wait import wait_for_stream
+
+    wait_for_stream(args.name, args.wait)  # a missing stream: exit 1 (cli.py)
+    stream = framebus.open(args.name, mode="lossless")
     stream.set_role("record", args.out)
     if stream.variable:
         try:
             return _record_packets(stream, args)
         finally:
             stream.close()
+    writer: Any = None
+    fps_note = ""
     try:
         assert stream.shape is not None
         shape = tuple(stream.shape)
         pix_fmt = args.pix_fmt or pix_fmt_for(shape, stream.dtype)
         size = (shape[1], shape[0])
-        writer = VideoWriter(
-            args.out, size, fps=args.fps, pix_fmt=pix_fmt, codec=args.codec, preset=args.preset, crf=args.crf, ffmpeg=args.ffmpeg
-        )
+        # The writer is made at the first frame (which may carry the rate): what would fail
+        # there (no FFmpeg, an unknown --pix-fmt) fails now, before a frame is taken.
+        frame_layout(size, pix_fmt)
+        args.ffmpeg = find_ffmpeg(args.ffmpeg)
         display = _Display(args, f"recording {args.name!r} -> {args.out}")
         frames = 0
         start = time.perf_counter()
@@ -75,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         # or not taken at all (a KeyboardInterrupt could fall between the two).
         stop = threading.Event()
         stop_on_signals(stop)
-        interrupted = ended = False
+        ended = False
         try:
             try:
                 last_frame = time.perf_counter()
@@ -86,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
                         break
                     try:
                         # A new array per frame: the writer holds it until FFmpeg has read it.
-                        frame = stream.read_new(timeout=0.25)
+                        pub = stream.read_new_publication(timeout=0.25)
                     except TimeoutError:
                         if args.idle and time.perf_counter() - last_frame >= args.idle:
                             break
@@ -96,25 +149,41 @@ def run(args: argparse.Namespace) -> int:
                         ended = True
                         break
                     last_frame = time.perf_counter()
-                    writer.write(frame)
+                    if writer is None:  # the first frame: it may carry the rate
+                        fps = args.fps or fps_in_meta(pub.meta)
+                        if fps is None:
+                            fps, fps_note = DEFAULT_FPS, f"; the stream's frames carry no frame rate: written at {DEFAULT_FPS:g} fps (pass --fps to choose)"
+                        writer = VideoWriter(
+                            args.out, size, fps=fps, pix_fmt=pix_fmt, codec=args.codec, preset=args.preset, crf=args.crf, ffmpeg=args.ffmpeg
+                        )
+                        if writer.padded:
+                            fps_note += f"; {size[0]}x{size[1]} frames padded to {writer.output_size[0]}x{writer.output_size[1]} (yuv420p needs even dimensions)"
+                    writer.write(pub.payload)
                     frames += 1
                     display.update(frames, stream.total_missed)
             except KeyboardInterrupt:  # a second Ctrl-C: stop at once, still finish the file
                 pass
-            interrupted = stop.is_set()
             display.message("finishing the file..." if frames else "no frames recorded")
-            writer.close()
+            if writer is not None:
+                writer.close()
         except BaseException:
-            writer.abort()
+            if writer is not None:
+                writer.abort()
             raise
         finally:
             display.close(frames, stream.total_missed)
     finally:
         stream.close()
     elapsed = time.perf_counter() - start
+    interrupted = stopped_by_signal()
+    if not frames:
+        why = "stopped by a signal" if interrupted else "the stream had ended: its writer ended it before any new frame" if ended else "no frame arrived"
+        if writer is None and os.path.exists(args.out):
+            why += f"; the existing {args.out} was left as it was"
+        return nothing_recorded(args, why)
     why = " (stopped by Ctrl-C)" if interrupted else " (the stream ended)" if ended else ""
-    print(f"recorded {frames} frames in {elapsed:.1f} s into {args.out}{why}", file=sys.stderr)
-    return 0
+    print(f"recorded {frames} frames in {elapsed:.1f} s into {args.out} at {writer.fps:g} fps{why}{fps_note}", file=sys.stderr)
+    return stopped_status()
 
 
 def _record_packets(stream: Any, args: argparse.Namespace) -> int:
@@ -140,9 +209,11 @@ def _record_packets(stream: Any, args: argparse.Namespace) -> int:
         return 1
     finally:
         display.close(frames, stream.total_missed)
-    why = " (the stream ended)" if ended else ""
+    if not frames:
+        return nothing_recorded(args, "stopped by a signal" if stopped_by_signal() else "the stream had ended" if ended else "no packet arrived")
+    why = " (stopped by Ctrl-C)" if stopped_by_signal() else " (the stream ended)" if ended else ""
     print(f"recorded {frames} packets in {time.perf_counter() - start:.1f} s into {args.out}{why}", file=sys.stderr)
-    return 0
+    return stopped_status()
 
 
 class _Display:

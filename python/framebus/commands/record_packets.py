@@ -39,7 +39,7 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
     the count of packets written after each one. Returns whether the stream ended. Raises
     PacketError for a frame that is not a packet and FFmpegError when FFmpeg fails."""
     from framebus.errors import FFmpegError, StreamEndedError
-    from framebus.ffmpeg import find_ffmpeg
+    from framebus.ffmpeg import DETACHED, find_ffmpeg
 
     ffmpeg = find_ffmpeg(args.ffmpeg)
     proc: Optional["subprocess.Popen[bytes]"] = None
@@ -64,8 +64,11 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
                 codec = check_packet(frame, codec, frame.seq)
                 if proc is None:
                     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", DEMUXERS.get(codec, codec)]
-                    cmd += ["-r", f"{args.fps:g}", "-i", "-", "-c", "copy", args.out]
-                    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+                    from .record import DEFAULT_FPS, fps_in_meta
+
+                    fps = args.fps or fps_in_meta(frame.meta) or DEFAULT_FPS
+                    cmd += ["-r", f"{fps:g}", "-i", "-", "-c", "copy", args.out]
+                    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, **DETACHED)
                 assert proc.stdin is not None
                 try:
                     proc.stdin.write(memoryview(frame))

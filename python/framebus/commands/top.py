@@ -10,13 +10,12 @@ import argparse
 import json
 import os
 import select
-import shutil
 import sys
 import time
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
 
-from ._args import positive_float
+from ._args import positive_float, stream_name
 
 HELP = "live view of every stream: rates, lag, missed frames, writer waits, pins (q quits)"
 
@@ -24,7 +23,7 @@ SORTS = ("name", "write_fps", "lag")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("names", nargs="*", metavar="NAME", help="streams to show (default: all)")
+    p.add_argument("names", nargs="*", type=stream_name, metavar="NAME", help="streams to show (default: all)")
     p.add_argument("--once", action="store_true", help="print one table and exit")
     p.add_argument("--json", action="store_true", help="print one JSON document and exit (implies --once)")
     p.add_argument("--interval", type=positive_float, default=1.0, metavar="S", help="seconds between samples; rates are over this (default 1)")
@@ -189,8 +188,6 @@ def live(args: argparse.Namespace) -> int:
                 continue
         return out
 
-    for n in args.names:
-        stat(n)  # a name that does not exist at the start: exit 1 (cli.py)
     console = Console()
     before = sample()
     streams: List[Dict[str, Any]] = []
@@ -219,9 +216,14 @@ def live(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..monitor import document
+    from .ls import dtype_name
 
+    check_names(args.names)
     if args.json or args.once:
         doc = document(args.names or None, args.interval)
+        for s in doc["streams"]:
+            if "dtype" in s:
+                s["dtype"] = dtype_name(s["dtype"])  # "uint8", as framebus ls --json says
         if args.json:
             doc["streams"] = selected(doc["streams"], args.sort, args.filter)
             print(json.dumps(doc, indent=2))
@@ -231,17 +233,29 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             print(plain(doc["streams"], args.sort, args.filter))
             return 0
-        width = shutil.get_terminal_size((120, 24)).columns
+        from ._columns import UNLIMITED, terminal_width
+
+        width = terminal_width()  # None to a pipe or file: every column
         shown = selected(doc["streams"], args.sort, args.filter)
         # A name longer than the terminal is printed whole (the line wraps) rather than cut.
-        Console(width=max(width, name_width(shown) + 4)).print(table(doc["streams"], args.sort, args.filter, width))
+        Console(width=max(width or UNLIMITED, name_width(shown) + 4)).print(table(doc["streams"], args.sort, args.filter, width))
         return 0
     try:
         import rich  # noqa: F401
     except ImportError:
         print("framebus top: the live view needs rich: pip install 'framebus[cli]' (or use --once / --json)", file=sys.stderr)
         return 1
-    try:
-        return live(args)
-    except KeyboardInterrupt:
-        return 0
+    return live(args)  # q: 0; Ctrl-C: KeyboardInterrupt, exit status 130 (cli.py)
+
+
+def check_names(names: List[str]) -> None:
+    """Each stream named on the command line exists (StreamNotFoundError otherwise: exit 1)
+    and can be read: a damaged or foreign segment is a runtime error (exit 1) saying what is
+    wrong, as ``framebus ls`` and ``doctor`` report it, not an empty table."""
+    from ..errors import FramebusError
+    from ..info import stat
+
+    for n in names:
+        info = stat(n)
+        if info.problem:
+            raise FramebusError(f"stream {n!r} cannot be read: {info.problem}; `framebus doctor --stream {n}` says what to do")
