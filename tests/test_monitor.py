@@ -79,3 +79,11 @@ def test_top_interval_must_be_a_positive_number():
         p = subprocess.run([sys.executable, "-m", "framebus", "top", "--once", "--interval", bad], capture_output=True, text=True, timeout=60, env={**os.environ})
         assert p.returncode == 2, (bad, p.stderr)
         assert p.stderr.startswith("usage: framebus top") and f"argument --interval: must be a positive number, got {bad}" in p.stderr
+
+
+def test_document_names_dtypes_as_numpy_does(name):
+    """framebus.monitor.document() (the Python API behind top --json) says "uint8", as ls does."""
+    with framebus.create(name, shape=(4,), dtype=np.uint8, auto_unlink=True) as w:
+        w.write(np.zeros(4, np.uint8))
+        (s,) = document([name], interval=0.01)["streams"]
+        assert s["dtype"] == "uint8"

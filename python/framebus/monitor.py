@@ -73,7 +73,7 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
     return {
         "name": str(info),
         "shape": list(info.shape) if info.shape else None,
-        "dtype": info.dtype,
+        "dtype": dtype_name(info.dtype),
         "slots": info.slots,
         "writer_pid": w1["pid"],
         "writer_alive": w1["alive"],
@@ -86,6 +86,19 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
         "ended": w1["ended"],
         "readers": readers,
     }
+
+
+def dtype_name(dtype: Any) -> Any:
+    """A stored dtype string ("|u1", "<f4") as NumPy names it ("uint8", "float32"; a byte order
+    other than this machine's stays explicit, ">f4"); None stays None."""
+    import numpy as np
+
+    if not dtype:
+        return None
+    try:
+        return str(np.dtype(dtype))
+    except TypeError:
+        return str(dtype)
 
 
 def measure(names: Optional[Iterable[str]] = None, interval: float = 1.0) -> List[Dict[str, Any]]:

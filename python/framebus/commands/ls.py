@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any, Dict, List
 
+from ..monitor import dtype_name
+
 HELP = "list streams: shape, dtype, slots, writer alive, readers, sequence, bytes"
 
 JSON_HELP = (
@@ -36,19 +38,6 @@ def bridged() -> dict:
     from .._bridge.status import by_stream
 
     return by_stream()
-
-
-def dtype_name(dtype: Any) -> Any:
-    """A stored dtype string ("|u1", "<f4") as NumPy names it ("uint8", "float32"; a byte order
-    other than this machine's stays explicit, ">f4"); None stays None."""
-    import numpy as np
-
-    if not dtype:
-        return None
-    try:
-        return str(np.dtype(dtype))
-    except TypeError:
-        return str(dtype)
 
 
 def _readers(s: Any) -> "tuple[int, int]":

@@ -216,14 +216,10 @@ def live(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..monitor import document
-    from .ls import dtype_name
 
     check_names(args.names)
     if args.json or args.once:
         doc = document(args.names or None, args.interval)
-        for s in doc["streams"]:
-            if "dtype" in s:
-                s["dtype"] = dtype_name(s["dtype"])  # "uint8", as framebus ls --json says
         if args.json:
             doc["streams"] = selected(doc["streams"], args.sort, args.filter)
             print(json.dumps(doc, indent=2))
