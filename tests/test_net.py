@@ -654,3 +654,30 @@ def test_w5_bridge_benchmark_runs(tmp_path):
     assert {r["load"] for r in runs} == {"full speed", "pyzmq's rate", "paced 50/s"}
     assert all(r["received"] > 0 for r in runs)
     assert not [n for n in os.listdir("/dev/shm") if n.startswith("framebus.w5net-")]
+
+
+def test_bridge_options_are_declared_once():
+    """Both ends take their options from one declaration: keywords, an options object, or both
+    (keywords win); the shared link checks run once; an unknown option names the known ones;
+    the command line's defaults are the declaration's."""
+    from framebus.commands import bridge as cli_bridge
+    from framebus.net import LinkOptions, PublishOptions, SubscribeOptions
+
+    assert issubclass(PublishOptions, LinkOptions) and issubclass(SubscribeOptions, LinkOptions)
+    base = PublishOptions(mode="lossless", hwm=2)
+    assert framebus.net._options(PublishOptions, base, {"hwm": 3}) == PublishOptions(mode="lossless", hwm=3)
+    for kind in (PublishOptions, SubscribeOptions):
+        with pytest.raises(framebus.InvalidArgumentError, match="peer_timeout .* must be longer than heartbeat_ivl"):
+            kind(heartbeat_ivl=2.0, peer_timeout=1.0)
+        with pytest.raises(TypeError, match="hwm must be a positive integer"):
+            kind(hwm=1.5)
+    with pytest.raises(TypeError, match="the options are: hwm, heartbeat_ivl"):
+        framebus.net.publish("nope", "tcp://127.0.0.1:*", hwmm=3)
+    with pytest.raises(TypeError, match="options must be a framebus.net.SubscribeOptions"):
+        framebus.net.subscribe("tcp://127.0.0.1:1", "nope", PublishOptions())
+    parser = __import__("argparse").ArgumentParser()
+    cli_bridge.add_arguments(parser)
+    pub = parser.parse_args(["publish", "x", "tcp://*:1"])
+    sub = parser.parse_args(["subscribe", "tcp://h:1", "x"])
+    assert (pub.hwm, pub.heartbeat_ivl, pub.peer_timeout, pub.mode) == (4, 1.0, 10.0, "latest")
+    assert (sub.hwm, sub.timeout) == (SubscribeOptions().hwm, SubscribeOptions().timeout)

@@ -24,6 +24,7 @@ ends CURVE certificates (``framebus bridge keys``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 try:
@@ -32,6 +33,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("framebus.net needs pyzmq: pip install 'framebus[net]'") from _exc
 
 from ._bridge.base import Bridge, BridgeStats
+from ._bridge.options import LinkOptions, PublishOptions, SubscribeOptions
 from ._bridge.errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError, ProtocolError, SpecMismatchError
 from ._bridge.publisher import Publisher
 from ._bridge.sockets import create_certificates
@@ -44,10 +46,13 @@ __all__ = [
     "BridgeStats",
     "EndpointError",
     "EndpointInUseError",
+    "LinkOptions",
     "PeerTimeoutError",
     "ProtocolError",
+    "PublishOptions",
     "Publisher",
     "SpecMismatchError",
+    "SubscribeOptions",
     "Subscriber",
     "bridges",
     "create_certificates",
@@ -56,23 +61,12 @@ __all__ = [
 ]
 
 
-def publish(
-    stream_name: str,
-    endpoint: str,
-    *,
-    mode: str = "latest",
-    hwm: int = 4,
-    compress: Any = None,
-    copy_threshold: int = zmq.COPY_THRESHOLD,
-    heartbeat_ivl: float = 1.0,
-    peer_timeout: float = 10.0,
-    curve_certificate: Any = None,
-    curve_location: Any = None,
-    status: bool = True,
-) -> Publisher:
+def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] = None, **fields: Any) -> Publisher:
     """Starts publishing the local stream ``stream_name`` on ``endpoint`` (bound here:
     ``"tcp://*:5555"``, ``"tcp://127.0.0.1:*"`` for any free port, ``"ipc:///run/cam.sock"``) and
     returns the running :class:`Publisher` (``.endpoint`` is the address actually bound).
+    The options are the fields of :class:`PublishOptions`, given as keywords, as an options
+    object, or both (keywords replace its fields); an unknown one is a TypeError naming them all.
 
     ``mode``: ``"latest"`` (a subscriber that falls behind gets the newest frame next; frames it
     missed are counted in ``stats.dropped``) or ``"lossless"`` (the source's writer is held back
@@ -97,36 +91,15 @@ def publish(
     taken, ValueError/TypeError for bad arguments, ImportError if ``compress`` needs a missing
     package. Errors after start-up stop the bridge and are raised by ``join()``/``stop()``.
     """
-    pub = Publisher(
-        stream_name, endpoint, mode=mode, hwm=hwm, compress=compress, copy_threshold=copy_threshold,
-        heartbeat_ivl=heartbeat_ivl, peer_timeout=peer_timeout, curve_certificate=curve_certificate,
-        curve_location=curve_location, status=status,
-    )
-    pub._start(None)
+    pub = Publisher(stream_name, endpoint, _options(PublishOptions, options, fields))
+    pub._start()
     return pub
 
 
-def subscribe(
-    endpoint: str,
-    local_name: str,
-    *,
-    mode: Optional[str] = None,
-    hwm: int = 4,
-    shape: Any = None,
-    dtype: Any = None,
-    slots: Optional[int] = None,
-    timeout: Optional[float] = 10.0,
-    heartbeat_ivl: float = 1.0,
-    peer_timeout: float = 10.0,
-    identity: Optional[bytes] = None,
-    keep: bool = False,
-    curve_certificate: Any = None,
-    curve_server_certificate: Any = None,
-    status: bool = True,
-    tune_malloc: bool = True,
-) -> Subscriber:
+def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions] = None, **fields: Any) -> Subscriber:
     """Connects to the publisher at ``endpoint`` and starts writing its frames into the local
-    stream ``local_name``; returns the running :class:`Subscriber`.
+    stream ``local_name``; returns the running :class:`Subscriber`. The options are the fields
+    of :class:`SubscribeOptions` (keywords, an options object, or both, as for ``publish``).
 
     The local stream is created with the publisher's dtype, shape, metadata capacity and slot
     count (``slots`` overrides the latter), re-created when the publisher's spec changes (local
@@ -158,11 +131,18 @@ def subscribe(
     bridge of this protocol version. Later errors stop the bridge and are raised by
     ``join()``/``stop()``.
     """
-    sub = Subscriber(
-        endpoint, local_name, mode=mode, hwm=hwm, shape=shape, dtype=dtype, slots=slots, timeout=timeout,
-        heartbeat_ivl=heartbeat_ivl, peer_timeout=peer_timeout, identity=identity, keep=keep,
-        curve_certificate=curve_certificate, curve_server_certificate=curve_server_certificate, status=status,
-        tune_malloc=tune_malloc,
-    )
-    sub._start(timeout)
+    sub = Subscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
+    sub._start()
     return sub
+
+
+def _options(kind: Any, options: Any, fields: Any) -> Any:
+    """``options`` (a ``kind``) with ``fields`` replaced, or a ``kind`` of ``fields``; a field
+    the kind does not have is a TypeError naming it."""
+    if options is not None and not isinstance(options, kind):
+        raise TypeError(f"options must be a framebus.net.{kind.__name__}, got {type(options).__name__}")
+    try:
+        return dataclasses.replace(options, **fields) if options is not None else kind(**fields)
+    except TypeError as exc:
+        known = ", ".join(f.name for f in dataclasses.fields(kind))
+        raise TypeError(f"{exc}; the options are: {known}") from None

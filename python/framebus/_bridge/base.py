@@ -102,7 +102,7 @@ class Bridge:
         return 0
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _start(self, timeout: Optional[float]) -> None:
+    def _start(self) -> None:
         self._thread.start()
         # The worker sets _ready once set-up is done or failed; set-up bounds its own waits.
         while not self._ready.wait(0.1):

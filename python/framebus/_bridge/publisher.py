@@ -30,12 +30,13 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 import zmq
 
 from .. import _stream
-from ..errors import InvalidArgumentError, StreamEndedError, StreamNotFoundError
+from ..errors import StreamEndedError, StreamNotFoundError
 from ..info import stat as _stat
 from . import codec, protocol as P
 from .errors import ProtocolError
 from .protocol import spec_of
-from .base import SLICE_S, TICK_S, Bridge, positive
+from .base import SLICE_S, TICK_S, Bridge
+from .options import PublishOptions
 from .sockets import check_endpoint, curve_server, zmq_error
 
 #: Use zero-copy views when the stream offers them (tests turn this off to cover the fallback).
@@ -87,38 +88,17 @@ class Publisher(Bridge):
 
     role = "publish"
 
-    def __init__(
-        self,
-        stream_name: str,
-        endpoint: str,
-        *,
-        mode: str = "latest",
-        hwm: int = 4,
-        compress: Any = None,
-        copy_threshold: int = zmq.COPY_THRESHOLD,
-        heartbeat_ivl: float = 1.0,
-        peer_timeout: float = 10.0,
-        curve_certificate: Any = None,
-        curve_location: Any = None,
-        status: bool = True,
-    ) -> None:
+    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions()) -> None:
         if not isinstance(stream_name, str):
             raise TypeError(f"stream_name must be a str, got {stream_name!r}")
-        if mode not in ("latest", "lossless"):
-            raise InvalidArgumentError(f"mode must be 'latest' or 'lossless', got {mode!r}")
-        self.hwm = positive("hwm", hwm, integer=True)
-        if isinstance(copy_threshold, bool) or not isinstance(copy_threshold, int) or copy_threshold < 0:
-            raise TypeError(f"copy_threshold must be an int >= 0, got {copy_threshold!r}")
-        self.copy_threshold = copy_threshold
-        self.heartbeat_ivl = positive("heartbeat_ivl", heartbeat_ivl)
-        self.peer_timeout = positive("peer_timeout", peer_timeout)
-        if self.peer_timeout <= self.heartbeat_ivl:
-            raise InvalidArgumentError(f"peer_timeout ({peer_timeout}) must be longer than heartbeat_ivl ({heartbeat_ivl})")
-        if curve_location is not None and curve_certificate is None:
-            raise InvalidArgumentError("curve_location needs curve_certificate (the publisher's secret certificate)")
-        self.compress = codec.parse(compress)
-        super().__init__(stream_name, check_endpoint(endpoint, bind=True), mode, status)
-        self._curve = (curve_certificate, curve_location)
+        self.options = options
+        self.hwm = options.hwm
+        self.copy_threshold = options.copy_threshold
+        self.heartbeat_ivl = options.heartbeat_ivl
+        self.peer_timeout = options.peer_timeout
+        self.compress = codec.parse(options.compress)
+        super().__init__(stream_name, check_endpoint(endpoint, bind=True), options.mode, options.status)
+        self._curve = (options.curve_certificate, options.curve_location)
         self._ctx: Any = None  # zmq.Context once set up
         self._sock: Any = None  # zmq.Socket once set up
         self._auth: Any = None

@@ -30,7 +30,8 @@ from .._convert import normalize_dtype, normalize_shape
 from ..errors import InvalidArgumentError, StreamExistsError, StreamTimeoutError
 from ..info import stat as _stat
 from . import codec, heap, protocol as P
-from .base import SLICE_S, TICK_S, Bridge, positive
+from .base import SLICE_S, TICK_S, Bridge
+from .options import SubscribeOptions
 from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchError
 from .sockets import check_endpoint, curve_client, zmq_error
 
@@ -43,53 +44,25 @@ class Subscriber(Bridge):
 
     role = "subscribe"
 
-    def __init__(
-        self,
-        endpoint: str,
-        local_name: str,
-        *,
-        mode: Optional[str] = None,
-        hwm: int = 4,
-        shape: Any = None,
-        dtype: Any = None,
-        slots: Optional[int] = None,
-        timeout: Optional[float] = 10.0,
-        heartbeat_ivl: float = 1.0,
-        peer_timeout: float = 10.0,
-        identity: Optional[bytes] = None,
-        keep: bool = False,
-        curve_certificate: Any = None,
-        curve_server_certificate: Any = None,
-        status: bool = True,
-        tune_malloc: bool = True,
-    ) -> None:
+    def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
         if not isinstance(local_name, str):
             raise TypeError(f"local_name must be a str, got {local_name!r}")
-        if mode not in (None, "latest", "lossless"):
-            raise InvalidArgumentError(f"mode must be None (the publisher's), 'latest' or 'lossless', got {mode!r}")
-        self.hwm = positive("hwm", hwm, integer=True)
-        self.expect_shape = None if shape is None else normalize_shape(shape)
-        self.expect_dtype = None if dtype is None else normalize_dtype(dtype)
-        self.slots = positive("slots", slots, integer=True, allow_none=True)
-        self.timeout = positive("timeout", timeout, allow_none=True)
-        self.heartbeat_ivl = positive("heartbeat_ivl", heartbeat_ivl)
-        self.peer_timeout = positive("peer_timeout", peer_timeout)
-        if self.peer_timeout <= self.heartbeat_ivl:
-            raise InvalidArgumentError(f"peer_timeout ({peer_timeout}) must be longer than heartbeat_ivl ({heartbeat_ivl})")
-        if identity is None:
-            identity = f"{_socket.gethostname()}/{local_name}".encode()[:255]
-        if not isinstance(identity, bytes) or not 0 < len(identity) <= 255 or identity[0] == 0:
-            raise InvalidArgumentError(f"identity must be 1 to 255 bytes not starting with a zero byte, got {identity!r}")
-        if curve_certificate is not None and curve_server_certificate is None:
-            raise InvalidArgumentError("curve_certificate needs curve_server_certificate (the publisher's public certificate)")
-        self.identity = identity
-        self.keep = bool(keep)
-        self.tune_malloc = bool(tune_malloc)
+        self.options = options
+        self.hwm = options.hwm
+        self.expect_shape = None if options.shape is None else normalize_shape(options.shape)
+        self.expect_dtype = None if options.dtype is None else normalize_dtype(options.dtype)
+        self.slots = options.slots
+        self.timeout = options.timeout
+        self.heartbeat_ivl = options.heartbeat_ivl
+        self.peer_timeout = options.peer_timeout
+        self.identity = options.identity or f"{_socket.gethostname()}/{local_name}".encode()[:255]
+        self.keep = bool(options.keep)
+        self.tune_malloc = bool(options.tune_malloc)
         #: Whether glibc keeps ZeroMQ's receive buffers for this stream's frames in the heap.
         self.heap_reserved = False
-        super().__init__(local_name, check_endpoint(endpoint, bind=False), mode, status)
-        self.requested_mode = mode
-        self._curve = (curve_certificate, curve_server_certificate)
+        super().__init__(local_name, check_endpoint(endpoint, bind=False), options.mode, options.status)
+        self.requested_mode = options.mode
+        self._curve = (options.curve_certificate, options.curve_server_certificate)
         self._ctx: Any = None  # zmq.Context once set up
         self._sock: Any = None  # zmq.Socket once set up
         self._stream: Any = None

@@ -32,33 +32,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub = sub.add_parser("publish", help="send a local stream's frames to subscribers")
     pub.add_argument("name", type=stream_name, help="local stream to publish")
     pub.add_argument("endpoint", help="where to listen: tcp://*:5555, tcp://IP:PORT, ipc:///path")
-    pub.add_argument("--mode", choices=["latest", "lossless"], default="latest", help="latest: newest frame wins (default); lossless: backpressure, nothing dropped")
+    pub.add_argument("--mode", choices=["latest", "lossless"], default=_default("publish", "mode"), help="latest: newest frame wins (default); lossless: backpressure, nothing dropped")
     pub.add_argument("--compress", default=None, metavar="zstd[:LEVEL]", help="compress each frame (needs framebus[zstd])")
     pub.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret): turns CURVE encryption on")
     pub.add_argument("--curve-location", metavar="DIR", help="directory of the public certificates of the subscribers allowed in")
     add_wait_argument(pub)
-    _common(pub)
+    _common(pub, "publish")
 
     s = sub.add_parser("subscribe", help="receive a remote stream into a local stream")
     s.add_argument("endpoint", help="the publisher: tcp://HOST:PORT or ipc:///path")
     s.add_argument("name", type=stream_name, help="local stream to write (created from the publisher's spec)")
     s.add_argument("--mode", choices=["latest", "lossless"], default=None, help="insist on the publisher running in this mode")
     s.add_argument("--slots", type=int_range(2, 64), default=None, help="slots of the local stream (default: the publisher's)")
-    s.add_argument("--timeout", type=positive_float, default=10.0, help="seconds to wait for the publisher's first answer (default 10)")
+    s.add_argument("--timeout", type=positive_float, default=_default("subscribe", "timeout"), help="seconds to wait for the publisher's first answer (default %(default)g)")
     s.add_argument("--keep", action="store_true", help="keep the local stream when stopping")
     s.add_argument("--curve-server-certificate", metavar="FILE", help="the publisher's public certificate (.key): turns CURVE on")
     s.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret)")
-    _common(s)
+    _common(s, "subscribe")
 
     k = sub.add_parser("keys", help="create a CURVE key pair (NAME.key public, NAME.key_secret private)")
     k.add_argument("directory", help="where to write the two files")
     k.add_argument("--name", default="framebus", help="file name stem (default: framebus)")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hwm", type=positive_int, default=4, help="frames in flight per subscriber (default 4)")
-    p.add_argument("--heartbeat-ivl", type=positive_float, default=1.0, help="seconds between heartbeats on an idle link (default 1)")
-    p.add_argument("--peer-timeout", type=positive_float, default=10.0, help="seconds of silence after which the other end counts as gone (default 10)")
+def _default(end: str, field: str) -> Any:
+    """The default of one end's option, from the one place the options are declared. (Without
+    pyzmq the help still shows; the command then says what to install.)"""
+    try:
+        from .._bridge.options import PublishOptions, SubscribeOptions
+    except ImportError:
+        return None
+    return (PublishOptions if end == "publish" else SubscribeOptions).default(field)
+
+
+def _common(p: argparse.ArgumentParser, end: str) -> None:
+    p.add_argument("--hwm", type=positive_int, default=_default(end, "hwm"), help="frames in flight per link (default %(default)s)")
+    p.add_argument("--heartbeat-ivl", type=positive_float, default=_default(end, "heartbeat_ivl"), help="seconds between heartbeats on an idle link (default %(default)s)")
+    p.add_argument("--peer-timeout", type=positive_float, default=_default(end, "peer_timeout"), help="seconds of silence after which the other end counts as gone (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="print only state changes, no live table")
 
 
@@ -83,23 +93,23 @@ def run(args: argparse.Namespace) -> int:
     from ._wait import wait_for_stream
 
     stop = threading.Event()
-    common = dict(hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout)
     try:
         if args.action == "publish":
             wait_for_stream(args.name, args.wait)  # Ctrl-C here: KeyboardInterrupt, exit 130
             stop_on_signals(stop)  # a clean stop: BYE to the other end
-            bridge: Any = net.publish(
-                args.name, args.endpoint, mode=args.mode, compress=args.compress,
-                curve_certificate=args.curve_certificate, curve_location=args.curve_location, **common,
-            )
+            bridge: Any = net.publish(args.name, args.endpoint, net.PublishOptions(
+                mode=args.mode, compress=args.compress, curve_certificate=args.curve_certificate,
+                curve_location=args.curve_location, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout,
+            ))
         else:
             stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
             # timeout=None: connect in the background; this thread waits for the publisher's
             # answer itself, so that Ctrl-C stops the wait at once.
-            bridge = net.subscribe(
-                args.endpoint, args.name, mode=args.mode, slots=args.slots, timeout=None, keep=args.keep,
-                curve_certificate=args.curve_certificate, curve_server_certificate=args.curve_server_certificate, **common,
-            )
+            bridge = net.subscribe(args.endpoint, args.name, net.SubscribeOptions(
+                mode=args.mode, slots=args.slots, timeout=None, keep=args.keep, curve_certificate=args.curve_certificate,
+                curve_server_certificate=args.curve_server_certificate, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl,
+                peer_timeout=args.peer_timeout,
+            ))
             if not _connected(bridge, args.timeout, stop):
                 failed = _stop(bridge, args.action)
                 if stop.is_set():

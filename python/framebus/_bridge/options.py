@@ -1,0 +1,98 @@
+"""The options of a bridge's two ends, said once: their names, defaults and checks. Used by
+``framebus.net.publish``/``subscribe``, by ``Publisher``/``Subscriber`` and by ``framebus bridge``
+(whose command-line defaults are read from here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import zmq
+
+from ..errors import InvalidArgumentError
+from .base import positive
+
+
+@dataclass(frozen=True)
+class LinkOptions:
+    """What both ends of a link take.
+
+    ``hwm``: frames in flight per link (the publisher's credit window per subscriber; what a
+    subscriber accepts). ``heartbeat_ivl`` / ``peer_timeout`` (seconds): how often an idle link
+    is checked, and after how long a silent other end counts as gone. ``status``: keep a record
+    for ``framebus ls``."""
+
+    hwm: int = 4
+    heartbeat_ivl: float = 1.0
+    peer_timeout: float = 10.0
+    status: bool = True
+
+    def __post_init__(self) -> None:
+        positive("hwm", self.hwm, integer=True)
+        positive("heartbeat_ivl", self.heartbeat_ivl)
+        positive("peer_timeout", self.peer_timeout)
+        if self.peer_timeout <= self.heartbeat_ivl:
+            raise InvalidArgumentError(f"peer_timeout ({self.peer_timeout}) must be longer than heartbeat_ivl ({self.heartbeat_ivl})")
+
+    @classmethod
+    def default(cls, field: str) -> Any:
+        """The default of ``field`` (for command-line help)."""
+        return {f.name: f.default for f in dataclasses.fields(cls)}[field]
+
+
+@dataclass(frozen=True)
+class PublishOptions(LinkOptions):
+    """The publisher's options (see ``framebus.net.publish``): ``mode`` ``"latest"`` or
+    ``"lossless"``; ``compress`` None or ``"zstd"``/``"zstd:LEVEL"``; frames smaller than
+    ``copy_threshold`` bytes are copied into the message, larger ones sent zero-copy from their
+    slot; ``curve_certificate`` this end's secret certificate file (CURVE), ``curve_location`` a
+    directory of the public certificates of the subscribers allowed in."""
+
+    mode: str = "latest"
+    compress: Any = None
+    copy_threshold: int = zmq.COPY_THRESHOLD
+    curve_certificate: Any = None
+    curve_location: Any = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode not in ("latest", "lossless"):
+            raise InvalidArgumentError(f"mode must be 'latest' or 'lossless', got {self.mode!r}")
+        if isinstance(self.copy_threshold, bool) or not isinstance(self.copy_threshold, int) or self.copy_threshold < 0:
+            raise TypeError(f"copy_threshold must be an int >= 0, got {self.copy_threshold!r}")
+        if self.curve_location is not None and self.curve_certificate is None:
+            raise InvalidArgumentError("curve_location needs curve_certificate (the publisher's secret certificate)")
+
+
+@dataclass(frozen=True)
+class SubscribeOptions(LinkOptions):
+    """The subscriber's options (see ``framebus.net.subscribe``): ``mode`` None (the
+    publisher's) or one to insist on; ``shape``/``dtype`` what frames must be; ``slots`` of the
+    local stream (default: the publisher's); ``timeout`` seconds to wait for the publisher's first
+    answer (None: return at once); ``identity`` how the publisher knows this subscriber across
+    reconnects (default ``b"HOST/local_name"``); ``keep`` the local stream when stopping;
+    ``curve_certificate`` / ``curve_server_certificate`` for CURVE; ``tune_malloc`` keeps
+    ZeroMQ's receive buffers in the heap."""
+
+    mode: Optional[str] = None
+    shape: Any = None
+    dtype: Any = None
+    slots: Optional[int] = None
+    timeout: Optional[float] = 10.0
+    identity: Optional[bytes] = None
+    keep: bool = False
+    curve_certificate: Any = None
+    curve_server_certificate: Any = None
+    tune_malloc: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode not in (None, "latest", "lossless"):
+            raise InvalidArgumentError(f"mode must be None (the publisher's), 'latest' or 'lossless', got {self.mode!r}")
+        positive("slots", self.slots, integer=True, allow_none=True)
+        positive("timeout", self.timeout, allow_none=True)
+        if self.identity is not None and (not isinstance(self.identity, bytes) or not 0 < len(self.identity) <= 255 or self.identity[0] == 0):
+            raise InvalidArgumentError(f"identity must be 1 to 255 bytes not starting with a zero byte, got {self.identity!r}")
+        if self.curve_certificate is not None and self.curve_server_certificate is None:
+            raise InvalidArgumentError("curve_certificate needs curve_server_certificate (the publisher's public certificate)")
