@@ -8,6 +8,7 @@ import errno
 import multiprocessing as mp
 import os
 import pwd
+import re
 import shutil
 import stat
 import struct
@@ -745,3 +746,34 @@ def test_every_error_kind_of_the_bindings_exists_in_framebus_errors():
             assert issubclass(cls, RuntimeWarning), name
         else:
             assert issubclass(cls, framebus.FramebusError), name
+
+
+def test_the_keyword_constructor_leaves_every_check_to_the_core():
+    """framebus.create passes keywords to the native constructor, and the core's messages come
+    through unchanged: ranges from the core's one table, types named by argument."""
+    from framebus import _native
+
+    name = f"errors-kw-{os.getpid()}"
+    assert _native.COUNT_LIMITS == {"slots": (2, 64), "meta_capacity": (0, 1 << 20), "max_readers": (1, 4096), "mode": (0, 0o777)}
+    for kwargs, text in [
+        ({"slots": -1}, "slots must be between 2 and 64, got -1"),
+        ({"slots": 2**70}, f"slots must be between 2 and 64, got {2**70}"),
+        ({"max_readers": 0}, "max_readers must be between 1 and 4096, got 0"),
+        ({"meta_capacity": (1 << 20) + 1}, "meta_capacity must be between 0 and 1048576"),
+        ({"mode": 0o1000}, "mode must be permission bits between 0o0 and 0o777 (such as 0o600), got 0o1000"),
+    ]:
+        with pytest.raises(framebus.InvalidArgumentError, match=re.escape(text)):
+            framebus.create(name, shape=(4,), dtype=np.uint8, **kwargs)
+    with pytest.raises(TypeError, match="slots must be an int, got str"):
+        framebus.create(name, shape=(4,), dtype=np.uint8, slots="4")
+    assert not os.path.exists(f"/dev/shm/framebus.{name}")
+
+
+def test_a_spec_mismatch_carries_both_specs():
+    name = f"errors-mismatch-{os.getpid()}"
+    with framebus.create(name, shape=(4, 3), dtype=np.uint8, auto_unlink=True):
+        with pytest.raises(framebus.StreamExistsError) as info:
+            framebus.create(name, shape=(4,), dtype=np.float32, exist_ok=True)
+        assert info.value.existing_spec == "dtype uint8 shape (4, 3), slots 4, meta_capacity 256"
+        assert info.value.requested_spec == "dtype float32 shape (4,), slots 4, meta_capacity 256"
+        assert info.value.errno == errno.EEXIST

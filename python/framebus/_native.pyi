@@ -7,10 +7,13 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
+#: The range of each count of a stream spec, (lowest, highest): slots, meta_capacity, max_readers,
+#: and the permission bits (mode).
+COUNT_LIMITS: Dict[str, Tuple[int, int]]
 #: The name in framebus.errors of every exception class the native module raises.
 ERROR_KINDS: List[str]
 #: Bytes of the table at the start of every frame of a variable-shape stream.
@@ -24,7 +27,24 @@ MAX_ARRAY_NAME: int
 class Stream:
     """One handle on a stream. Use framebus.create()/framebus.open() rather than this class."""
 
-    def __new__(cls, name: str, *, mode: str = "latest", create: Optional[Tuple[str, int, List[int], int, int, int, int, bool, bool]] = None) -> "Stream": ...
+    def __new__(
+        cls,
+        name: str,
+        *,
+        mode: str = "latest",
+        create: bool = False,
+        dtype: Optional[str] = None,
+        itemsize: Optional[int] = None,
+        shape: Optional[List[int]] = None,
+        slots: Optional[int] = None,
+        meta_capacity: Optional[int] = None,
+        max_readers: Optional[int] = None,
+        permissions: Optional[int] = None,
+        exist_ok: bool = False,
+        variable: bool = False,
+    ) -> "Stream":
+        """Opens ``name`` as a ``mode`` reader, or with ``create=True`` creates it (the core checks
+        every value; ``framebus.create`` is the documented way)."""
     @property
     def name(self) -> str: ...
     @property

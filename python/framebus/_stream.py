@@ -341,26 +341,6 @@ class _ReadOnlyStream(Stream):
         self._refuse("take the write lock")
 
 
-def _describe(capacity: Optional[int], dtype: Any, shape: Any, slots: Any, meta_capacity: Any) -> str:
-    """A stream spec in words, with NumPy's dtype names (uint8, float32)."""
-    if capacity is not None:
-        what = f"variable shape, capacity {capacity} bytes per frame"
-    else:
-        what = f"dtype {np.dtype(dtype)} shape {tuple(shape)}"
-    return f"{what}, slots {slots}, meta_capacity {meta_capacity}"
-
-
-def _existing_spec(name: str) -> str:
-    """``existing <spec>`` of stream ``name``, or what is known when it cannot be read."""
-    try:
-        info = _native.stream_info(name)
-    except (OSError, ValueError) as exc:
-        return f"existing: unreadable ({exc})"
-    if info.get("problem"):
-        return f"existing: {info['problem']}"
-    return "existing " + _describe(info["capacity"] if info["variable"] else None, info["dtype"], info["shape"], info["slots"], info["meta_capacity"])
-
-
 def _reopen(name: str, mode: str, readonly: bool) -> Stream:
     return open(name, mode=mode, readonly=readonly)
 
@@ -436,30 +416,10 @@ def create(
         raise InvalidArgumentError(
             f"size={size} does not match shape {dims} and dtype {dt} ({nbytes} bytes); omit size or fix it"
         )
-    for label, value, low, high in (
-        ("slots", slots, 2, 64),
-        ("meta_capacity", meta_capacity, 0, 1 << 20),
-        ("max_readers", max_readers, 1, 4096),
-        ("mode", mode, 0, 0o777),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{label} must be an int, got {value!r}")
-        if not low <= value <= high:
-            shown = (oct(low), oct(high)) if label == "mode" else (low, high)
-            raise InvalidArgumentError(f"{label} must be between {shown[0]} and {shown[1]}, got {oct(value) if label == 'mode' and value >= 0 else value}")
-    spec = (dt.str, dt.itemsize, list(dims), int(slots), int(meta_capacity), int(max_readers), int(mode), bool(exist_ok), variable)
-    try:
-        stream = Stream(name, create=spec)
-    except StreamExistsError as exc:
-        if not exist_ok or "different spec" not in str(exc):
-            raise
-        requested = _describe(dims[0] if variable else None, None if variable else dt, None if variable else dims, slots, meta_capacity)
-        raise StreamExistsError(
-            _errno.EEXIST,
-            f"stream {name!r} already exists with a different spec ({_existing_spec(name)}; requested {requested}): "
-            f"create it with the existing spec, use another name, or remove it first (framebus.unlink({name!r}) "
-            "from Python, or `framebus gc` if its creator died)",
-        ) from None
+    stream = Stream(
+        name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
+        max_readers=max_readers, permissions=mode, exist_ok=exist_ok, variable=variable,
+    )
     stream._auto_unlink = bool(auto_unlink)
     stream.set_role("writer")  # monitors show it as the writer; close() ends the stream
     return stream

@@ -110,7 +110,16 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     match &e {
         Error::InvalidName { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument.err(py, (msg,)),
         Error::NotFound { .. } => ErrorKind::StreamNotFound.err(py, (libc::ENOENT, msg)),
-        Error::AlreadyExists { .. } | Error::SpecMismatch { .. } => ErrorKind::StreamExists.err(py, (libc::EEXIST, msg)),
+        Error::AlreadyExists { .. } => ErrorKind::StreamExists.err(py, (libc::EEXIST, msg)),
+        Error::SpecMismatch { existing, requested, .. } => {
+            // The two specs ride on the exception, for callers that want them without parsing.
+            let err = ErrorKind::StreamExists.err(py, (libc::EEXIST, msg));
+            let value = err.value(py);
+            match value.setattr("existing_spec", existing).and_then(|()| value.setattr("requested_spec", requested)) {
+                Ok(()) => err,
+                Err(e) => e,
+            }
+        }
         Error::PermissionDenied { errno, .. } => ErrorKind::StreamPermission.err(py, (*errno, msg)),
         Error::NoSpace { errno, .. } => ErrorKind::InsufficientSpace.err(py, (*errno, msg)),
         Error::IncompatibleVersion { .. } => ErrorKind::IncompatibleStream.err(py, (msg,)),

@@ -114,6 +114,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     framebus::ring::set_pages_in_use_check(pipe::may_hold_pages);
     m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
+    let limits = pyo3::types::PyDict::new(m.py());
+    for (field, low, high) in framebus::ring::COUNT_LIMITS {
+        limits.set_item(field, (low, high))?;
+    }
+    m.add("COUNT_LIMITS", limits)?;
     m.add("ERROR_KINDS", errors::ErrorKind::ALL.map(errors::ErrorKind::name).to_vec())?;
     m.add("FRAME_TABLE_BYTES", framebus::ring::frame_table::TABLE_BYTES)?;
     m.add("MAX_FRAME_ARRAYS", framebus::ring::frame_table::MAX_ARRAYS)?;

@@ -20,9 +20,21 @@ use crate::loan::{LoanValues, PyLoan};
 /// Frames at least this large are copied with the GIL released.
 pub(crate) const DETACH_BYTES: usize = 256 * 1024;
 
-/// What `Stream(name, create=...)` asks for: dtype str, itemsize, shape, slots, meta capacity,
-/// max readers, permission bits, exist_ok, variable (then dtype is "|u1" and shape [capacity]).
-type CreateArgs = (String, u32, Vec<u64>, u32, u32, u32, u32, bool, bool);
+/// A count argument of `Stream(name, create=True, ...)` (slots, meta_capacity, max_readers,
+/// permissions), checked by the core: TypeError unless an int, the core's range message else.
+fn spec_count(py: Python<'_>, field: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    let Some(value) = value else { return Ok(None) };
+    if value.is_instance_of::<pyo3::types::PyBool>() || !value.hasattr(pyo3::intern!(py, "__index__"))? {
+        let shown = value.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!("{field} must be an int, got {shown}")));
+    }
+    let index = value.call_method0(pyo3::intern!(py, "__index__"))?;
+    let shown = match field {
+        "mode" => py.import("builtins")?.getattr("oct")?.call1((&index,))?.str()?.to_string(),
+        _ => index.str()?.to_string(),
+    };
+    framebus::ring::count(field, index.extract::<i64>().ok(), &shown).map(Some).map_err(|e| CoreError(e).into())
+}
 
 /// One handle on a stream (see `framebus.Stream` for the documented API).
 #[pyclass(name = "Stream", module = "framebus._native", subclass, frozen)]
@@ -289,9 +301,27 @@ fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyAny>, info: Option<FrameRe
 
 #[pymethods]
 impl PyStream {
+    /// Opens the stream ``name`` as a ``mode`` reader, or with ``create=True`` creates it from
+    /// the keywords (``dtype``/``itemsize``/``shape``, or ``variable=True`` with ``shape=[capacity]``
+    /// of ``|u1``). The core checks every value; unset counts take the core's defaults.
     #[new]
-    #[pyo3(signature = (name, *, mode = "latest", create = None))]
-    fn py_new(py: Python<'_>, name: &str, mode: &str, create: Option<CreateArgs>) -> PyResult<Self> {
+    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, variable = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        py: Python<'_>,
+        name: &str,
+        mode: &str,
+        create: bool,
+        dtype: Option<String>,
+        itemsize: Option<u32>,
+        shape: Option<Vec<u64>>,
+        slots: Option<&Bound<'_, PyAny>>,
+        meta_capacity: Option<&Bound<'_, PyAny>>,
+        max_readers: Option<&Bound<'_, PyAny>>,
+        permissions: Option<&Bound<'_, PyAny>>,
+        exist_ok: bool,
+        variable: bool,
+    ) -> PyResult<Self> {
         let reader_mode = match mode {
             "latest" => ReaderMode::Latest,
             "lossless" => ReaderMode::Lossless,
@@ -302,13 +332,19 @@ impl PyStream {
                 ))
             }
         };
-        let stream = match create {
-            Some((dtype, itemsize, shape, slots, meta_capacity, max_readers, perm, exist_ok, variable)) => {
-                let spec = StreamSpec { dtype, itemsize, shape, slots, meta_capacity, max_readers, variable };
-                let options = CreateOptions { mode: perm, exist_ok };
-                py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
-            }
-            None => py.detach(|| framebus::Stream::open(name, reader_mode)).map_err(CoreError)?,
+        let stream = if create {
+            let (Some(dtype), Some(itemsize), Some(shape)) = (dtype, itemsize, shape) else {
+                return Err(pyo3::exceptions::PyTypeError::new_err("Stream(name, create=True) needs dtype=, itemsize= and shape="));
+            };
+            let mut spec = StreamSpec { variable, ..StreamSpec::new(dtype, itemsize, shape) };
+            let mut options = CreateOptions { exist_ok, ..CreateOptions::default() };
+            spec.slots = spec_count(py, "slots", slots)?.unwrap_or(spec.slots);
+            spec.meta_capacity = spec_count(py, "meta_capacity", meta_capacity)?.unwrap_or(spec.meta_capacity);
+            spec.max_readers = spec_count(py, "max_readers", max_readers)?.unwrap_or(spec.max_readers);
+            options.mode = spec_count(py, "mode", permissions)?.unwrap_or(options.mode);
+            py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
+        } else {
+            py.detach(|| framebus::Stream::open(name, reader_mode)).map_err(CoreError)?
         };
         let spec = stream.spec().clone();
         Ok(PyStream {

@@ -26,9 +26,10 @@ pub enum Error {
     #[error("stream {name:?} already exists ({path}); open it with framebus.open({name:?}), or pass exist_ok=True (reuses a stream of the same spec, replaces one whose creator died). If a script that crashed left it behind, `framebus gc` removes it; create streams in a `with framebus.create(..., auto_unlink=True)` block so they are removed when the block ends")]
     AlreadyExists { name: String, path: String },
 
-    /// The segment exists but was created with another spec (exist_ok=True).
-    #[error("stream {name:?} already exists with a different spec ({detail}); unlink it or use its spec")]
-    SpecMismatch { name: String, detail: String },
+    /// The segment exists but was created with another spec (exist_ok=True); both specs in
+    /// words (NumPy's dtype names), also for the bindings to attach to the exception.
+    #[error("stream {name:?} already exists with a different spec (existing {existing}; requested {requested}): create it with the existing spec, use another name, or remove it first (framebus.unlink({name:?}) from Python, or `framebus gc` if its creator died)")]
+    SpecMismatch { name: String, existing: String, requested: String },
 
     /// The operating system refused access.
     #[error("permission denied to {op} {path} (errno {errno}); the stream was created by another user or with a restrictive mode (mode=0o600 by default)")]

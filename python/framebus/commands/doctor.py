@@ -57,7 +57,9 @@ class Plan:
 
 def parse_plan(text: str) -> Plan:
     """The stream a ``--plan`` value describes, checked with the limits of ``framebus.create``
-    (dimensions, dtypes, slots 2..64, a positive capacity); ValueError naming the problem."""
+    (dimensions, dtypes, the core's range of slots, a positive capacity); ValueError naming the
+    problem."""
+    from framebus import _native
     from framebus._convert import normalize_dtype, normalize_shape, parse_capacity
 
     shape: Tuple[int, ...]
@@ -84,8 +86,9 @@ def parse_plan(text: str) -> Plan:
                 slots = int(value)
             except ValueError:
                 raise ValueError(f"slots={value!r} is not a number") from None
-            if not 2 <= slots <= 64:
-                raise ValueError(f"slots must be between 2 and 64, got {slots}")
+            low, high = _native.COUNT_LIMITS["slots"]
+            if not low <= slots <= high:
+                raise ValueError(f"slots must be between {low} and {high}, got {slots}")
     except (ValueError, TypeError) as exc:
         raise ValueError(f"--plan {text!r}: {exc}; the forms are {PLAN_FORMS}") from None
     return Plan(shape, dtype, slots, variable)

@@ -104,7 +104,7 @@ impl Stream {
                     Ok(existing) => {
                         let mine = StreamSpec { max_readers: existing.spec.max_readers, ..spec.clone() };
                         if existing.spec != mine {
-                            return Err(Error::SpecMismatch { name: stream.into(), detail: format!("existing {}, requested {}", describe(&existing.spec), describe(spec)) });
+                            return Err(Error::SpecMismatch { name: stream.into(), existing: describe(&existing.spec), requested: describe(spec) });
                         }
                         return Ok(existing);
                     }
@@ -423,10 +423,14 @@ pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// `dtype[shape] x slots` for messages.
+/// A spec in words for messages, with NumPy's dtype names: "dtype uint8 shape (4, 3), slots 4,
+/// meta_capacity 256".
 pub fn describe(spec: &StreamSpec) -> String {
+    let ring = format!("slots {}, meta_capacity {}", spec.slots, spec.meta_capacity);
     if spec.variable {
-        return format!("variable shape, capacity {} bytes per frame, slots {} meta_capacity {}", spec.shape[0], spec.slots, spec.meta_capacity);
+        return format!("variable shape, capacity {} bytes per frame, {ring}", spec.shape[0]);
     }
-    format!("dtype {} shape {:?} slots {} meta_capacity {}", spec.dtype, spec.shape, spec.slots, spec.meta_capacity)
+    let dims: Vec<String> = spec.shape.iter().map(u64::to_string).collect();
+    let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    format!("dtype {} shape {shape}, {ring}", super::spec::numpy_name(&spec.dtype))
 }

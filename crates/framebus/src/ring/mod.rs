@@ -17,6 +17,6 @@ mod writer;
 pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
 pub use kept::{set_pages_in_use_check, KeptSlot};
 pub use reader::{FrameRef, Pinned};
-pub use spec::StreamSpec;
+pub use spec::{count, numpy_name, StreamSpec, COUNT_LIMITS};
 pub use layout::MAX_SEQ;
 pub use writer::{FrameInfo, WriteGuard};

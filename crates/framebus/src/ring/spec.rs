@@ -83,6 +83,45 @@ impl StreamSpec {
     }
 }
 
+/// The ranges of a spec's counts and of a segment's permission bits: (field, lowest, highest).
+/// The bindings convert these arguments through [`count`], and Python shows the ranges
+/// (`framebus doctor --plan`) from here.
+pub const COUNT_LIMITS: [(&str, u64, u64); 4] =
+    [("slots", 2, MAX_SLOTS as u64), ("meta_capacity", 0, MAX_META as u64), ("max_readers", 1, MAX_READERS as u64), ("mode", 0, 0o777)];
+
+/// `value` of count `field` (one of [`COUNT_LIMITS`]) as a spec stores it. `None` stands for a
+/// number too large for an i64; `shown` is the value as the caller wrote it, for the message.
+pub fn count(field: &str, value: Option<i64>, shown: &str) -> Result<u32> {
+    let (_, low, high) = COUNT_LIMITS.iter().find(|(f, _, _)| *f == field).copied().unwrap_or((field, 0, u64::from(u32::MAX)));
+    match value.and_then(|v| u64::try_from(v).ok()) {
+        Some(v) if (low..=high).contains(&v) => Ok(v as u32),
+        _ if field == "mode" => Err(Error::InvalidArgument(format!("mode must be permission bits between 0o0 and 0o777 (such as 0o600), got {shown}"))),
+        _ => Err(Error::InvalidArgument(format!("{field} must be between {low} and {high}, got {shown}"))),
+    }
+}
+
+/// NumPy's name of a dtype string (`|u1` is "uint8", `<f4` "float32", `|b1` "bool"); a byte
+/// order other than this machine's stays explicit (">f4"), as NumPy prints it.
+pub fn numpy_name(dtype: &str) -> String {
+    let native = if cfg!(target_endian = "little") { b'<' } else { b'>' };
+    let (order, kind, digits) = match dtype.as_bytes() {
+        [order, kind, digits @ ..] => (*order, *kind, digits),
+        _ => return dtype.to_owned(),
+    };
+    let Ok(width) = std::str::from_utf8(digits).unwrap_or("").parse::<u32>() else { return dtype.to_owned() };
+    if !(order == b'|' || order == b'=' || order == native) {
+        return dtype.to_owned();
+    }
+    match kind {
+        b'b' if width == 1 => "bool".to_owned(),
+        b'i' => format!("int{}", width * 8),
+        b'u' => format!("uint{}", width * 8),
+        b'f' => format!("float{}", width * 8),
+        b'c' => format!("complex{}", width * 8),
+        _ => dtype.to_owned(),
+    }
+}
+
 /// Byte widths NumPy gives each kind of number: bool, signed and unsigned integers, floats
 /// (`f12`/`c24` are 32-bit x86's long double, `f16`/`c32` other platforms').
 fn widths(kind: u8) -> &'static [u32] {
@@ -122,6 +161,18 @@ pub fn check_dtype(dtype: &str, itemsize: u32) -> std::result::Result<(), String
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numpy_names_and_count_ranges() {
+        for (dtype, name) in [("|u1", "uint8"), ("<f4", "float32"), ("|b1", "bool"), ("<i8", "int64"), ("<c16", "complex128"), (">f4", ">f4"), ("x", "x")] {
+            assert_eq!(numpy_name(dtype), name);
+        }
+        assert_eq!(count("slots", Some(4), "4").unwrap(), 4);
+        assert_eq!(count("slots", Some(-1), "-1").unwrap_err().to_string(), "slots must be between 2 and 64, got -1");
+        assert_eq!(count("max_readers", None, "10**30").unwrap_err().to_string(), "max_readers must be between 1 and 4096, got 10**30");
+        assert!(count("mode", Some(0o1000), "0o1000").unwrap_err().to_string().contains("permission bits between 0o0 and 0o777"));
+        assert_eq!(count("meta_capacity", Some(0), "0").unwrap(), 0);
+    }
+
     use super::*;
 
     #[test]
