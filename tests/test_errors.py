@@ -777,3 +777,23 @@ def test_a_spec_mismatch_carries_both_specs():
         assert info.value.existing_spec == "dtype uint8 shape (4, 3), slots 4, meta_capacity 256"
         assert info.value.requested_spec == "dtype float32 shape (4,), slots 4, meta_capacity 256"
         assert info.value.errno == errno.EEXIST
+
+
+def test_exceptions_carry_the_stream_and_path():
+    """What a caller may act on rides on the exception (the CLI words its hints from these
+    attributes, never from the message text)."""
+    from framebus.cli import error_text
+
+    name = f"errors-fields-{os.getpid()}"
+    with pytest.raises(framebus.StreamNotFoundError) as info:
+        framebus.open(name)
+    assert (info.value.stream, info.value.path) == (name, f"/dev/shm/framebus.{name}")
+    assert error_text(info.value).startswith(f'stream "{name}" does not exist') and "framebus ls" in error_text(info.value)
+    with open(f"/dev/shm/framebus.{name}", "wb") as f:
+        f.write(b"\0" * 8192)
+    try:
+        with pytest.raises(framebus.FramebusError) as info:
+            framebus.open(name)
+        assert info.value.stream == name
+    finally:
+        os.unlink(f"/dev/shm/framebus.{name}")

@@ -37,18 +37,20 @@ NOT_FOUND_HINT = (
 
 def error_text(exc: BaseException) -> str:
     """The message of an error for the terminal: an OSError's own text without the
-    ``[Errno N]`` prefix and without repeating the file name; for a missing stream, what to
-    run rather than which Python function to call."""
-    text = str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
-    from .errors import StreamNotFoundError
+    ``[Errno N]`` prefix and without repeating the file name; for a missing or damaged stream,
+    which command to run rather than which Python function to call (from the exception's
+    ``stream``/``path``/``reason`` attributes, not from its text)."""
+    from .errors import CorruptStreamError, StreamNotFoundError
 
-    if isinstance(exc, StreamNotFoundError) and "; create it first with framebus.create(" in text:
-        text = text.split("; create it first with framebus.create(", 1)[0] + "; " + NOT_FOUND_HINT
-    # A damaged segment: the command that says whether it can go, not a Python call.
-    import re
-
-    text = re.sub(r'unlink it with framebus\.unlink\("([^"]+)"\)', r"`framebus doctor --stream \1` says whether it is in use and how to remove it", text)
-    return text
+    name, path = getattr(exc, "stream", None), getattr(exc, "path", None)
+    if isinstance(exc, StreamNotFoundError) and name is not None:
+        return f'stream "{name}" does not exist ({path}); {NOT_FOUND_HINT}'
+    if isinstance(exc, CorruptStreamError) and name is not None:
+        return (
+            f'stream "{name}" ({path}) is corrupt or not a framebus stream: {getattr(exc, "reason", "?")}; '
+            f"`framebus doctor --stream {name}` says whether it is in use and how to remove it"
+        )
+    return str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,22 +104,41 @@ impl ErrorKind {
     }
 }
 
-/// Maps a core error to the matching Python exception.
+/// Maps a core error to the matching Python exception. Values a caller may act on ride on the
+/// exception as attributes (`stream`, `path`, `reason`, `existing_spec`, `requested_spec`), so
+/// no code needs to take a message apart.
 pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
-    let msg = e.to_string();
+    let err = exception(py, &e);
+    let value = err.value(py);
+    let mut fields: Vec<(&str, &str)> = Vec::new();
     match &e {
+        Error::NotFound { name, path } | Error::AlreadyExists { name, path } | Error::NotReady { name, path, .. } | Error::IncompatibleVersion { name, path, .. } => {
+            fields.extend([("stream", name.as_str()), ("path", path.as_str())]);
+        }
+        Error::Corrupt { name, path, reason } => fields.extend([("stream", name.as_str()), ("path", path.as_str()), ("reason", reason.as_str())]),
+        Error::SpecMismatch { name, existing, requested } => {
+            fields.extend([("stream", name.as_str()), ("existing_spec", existing.as_str()), ("requested_spec", requested.as_str())]);
+        }
+        Error::NoSpace { name, path, .. } => fields.extend([("stream", name.as_str()), ("path", path.as_str())]),
+        Error::Timeout { name, .. } | Error::NoFreeSlot { name, .. } | Error::Ended { name } | Error::Empty { name } | Error::TooManyReaders { name, .. } => {
+            fields.push(("stream", name.as_str()));
+        }
+        _ => {}
+    }
+    for (key, text) in fields {
+        if let Err(e) = value.setattr(key, text) {
+            return e;
+        }
+    }
+    err
+}
+
+fn exception(py: Python<'_>, e: &Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
         Error::InvalidName { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument.err(py, (msg,)),
         Error::NotFound { .. } => ErrorKind::StreamNotFound.err(py, (libc::ENOENT, msg)),
-        Error::AlreadyExists { .. } => ErrorKind::StreamExists.err(py, (libc::EEXIST, msg)),
-        Error::SpecMismatch { existing, requested, .. } => {
-            // The two specs ride on the exception, for callers that want them without parsing.
-            let err = ErrorKind::StreamExists.err(py, (libc::EEXIST, msg));
-            let value = err.value(py);
-            match value.setattr("existing_spec", existing).and_then(|()| value.setattr("requested_spec", requested)) {
-                Ok(()) => err,
-                Err(e) => e,
-            }
-        }
+        Error::AlreadyExists { .. } | Error::SpecMismatch { .. } => ErrorKind::StreamExists.err(py, (libc::EEXIST, msg)),
         Error::PermissionDenied { errno, .. } => ErrorKind::StreamPermission.err(py, (*errno, msg)),
         Error::NoSpace { errno, .. } => ErrorKind::InsufficientSpace.err(py, (*errno, msg)),
         Error::IncompatibleVersion { .. } => ErrorKind::IncompatibleStream.err(py, (msg,)),
