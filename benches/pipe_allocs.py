@@ -96,7 +96,7 @@ def measure(n: int) -> None:
         got = loop(n, True)
         framebus.sync(w)
         results[label] = (got - base) / n
-    framebus.close(w)
+    framebus.pipes.close(w)
     cat.stdin.close()
     cat.wait()
     for label, per in results.items():

@@ -4,7 +4,7 @@ Workloads: 720p, 1080p and 2160p into ``ffmpeg -f rawvideo ... -i - -f null -`` 
 libx264 ultrafast (``-c:v libx264 -preset ultrafast -f null -``). Methods, each timed from
 starting FFmpeg to FFmpeg's exit, for the same frames (4 rotating buffers):
 
-- framebus      ``framebus.pipe(frame, fd)`` (vmsplice on), then ``framebus.close(fd)``
+- framebus      ``framebus.pipe(frame, fd)`` (vmsplice on), then ``framebus.pipes.close(fd)``
 - framebus-copy the same with vmsplice off (write(2) into the enlarged pipe)
 - stdin.write   ``proc.stdin.write(frame)`` in the loop
 - py-thread     a Python thread doing ``proc.stdin.write`` from a queue of 16 frames
@@ -55,7 +55,7 @@ def run_framebus(cmd: List[str], frames: List[np.ndarray], n: int) -> None:
     fd = p.stdin.fileno()
     for i in range(n):
         framebus.pipe(frames[i & 3], fd)
-    framebus.close(fd)
+    framebus.pipes.close(fd)
     p.stdin.close()
     p.wait()
 

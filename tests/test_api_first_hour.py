@@ -117,7 +117,7 @@ def test_a_frame_of_named_arrays_is_indexed_by_name(name):
         (lambda w, r: framebus._native.segment_bytes(16, 4, max_readers=-1), "max_readers"),
         (lambda w, r: framebus._native.copy_plan(2**64), "nbytes"),
         (lambda w, r: framebus.sync(None, 10**400), "timeout"),
-        (lambda w, r: framebus.close(None, 10**400), "timeout"),
+        (lambda w, r: framebus.pipes.close(None, 10**400), "timeout"),
         (lambda w, r: framebus.configure(queue=2**64), "queue"),
         (lambda w, r: framebus.configure(pipe_size=2**63), "pipe_size"),
         (lambda w, r: framebus.create(w.name + ".x", shape=4, slots=2**64), "slots"),

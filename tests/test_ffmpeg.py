@@ -65,7 +65,7 @@ def test_ffmpeg_stdout_rawvideo_through_a_pipe_matches_input():
     t.start()
     for i in range(40):
         framebus.pipe(bufs[i % 4], p.stdin)
-    framebus.close(p.stdin)
+    framebus.pipes.close(p.stdin)
     p.stdin.close()
     p.wait(60)
     t.join(60)

@@ -68,7 +68,7 @@ def test_loan_handed_to_pipe_keeps_its_bytes(name, end):
         reader.join(10)
         assert bytes(reader.got) == b"\x07" * (1024 * 1024)  # type: ignore[attr-defined]
     finally:
-        framebus.close(wfd)
+        framebus.pipes.close(wfd)
         os.close(r)
         os.close(wfd)
         w.close()
@@ -93,7 +93,7 @@ def test_loan_with_block_into_pipe_in_a_loop(name):
         assert [int(v) for v in got[:, 0]] == list(range(frames))
         assert all((row == row[0]).all() for row in got)
     finally:
-        framebus.close(wfd)
+        framebus.pipes.close(wfd)
         os.close(r)
         os.close(wfd)
         w.close()

@@ -103,7 +103,7 @@ def test_a_loan_handed_to_a_pipe_then_writes(name):
         reader.join(10)
         assert bytes(got) == b"\x07" * (512 * 1024) + b"\x08" * (512 * 1024) + b"\x09" * (512 * 1024)
     finally:
-        framebus.close(wfd)
+        framebus.pipes.close(wfd)
         os.close(r)
         os.close(wfd)
         w.close()

@@ -23,7 +23,7 @@ def pipe_fds():
     r, w = os.pipe()
     yield r, w
     try:
-        framebus.close(w, timeout=10)
+        framebus.pipes.close(w, timeout=10)
     except (OSError, TimeoutError):
         pass
     for fd in (r, w):
@@ -80,7 +80,7 @@ def test_regular_files_are_written_with_write(tmp_path):
     with open(path, "wb") as f:
         framebus.pipe(data, f)
         framebus.pipe(b"tail", f)
-        framebus.close(f)
+        framebus.pipes.close(f)
     assert path.read_bytes() == data.tobytes() + b"tail"
 
 
@@ -139,7 +139,7 @@ def test_rotating_numpy_frames_arrive_byte_exact_with_and_without_vmsplice():
             t, box = reader_thread(r, n * frames[0].nbytes)
             for i in range(n):
                 framebus.pipe(frames[i % 3], w)
-            framebus.close(w)
+            framebus.pipes.close(w)
             t.join(30)
             assert box[0] == b"".join(frames[i % 3].tobytes() for i in range(n))
             os.close(r)
@@ -165,7 +165,7 @@ def test_pipe_is_enlarged_and_stats_are_reported(pipe_fds):
 
 
 def test_a_reused_descriptor_number_gets_its_pipe_enlarged_again():
-    """A caller that closes its pipe without framebus.close() and gets the same number for the
+    """A caller that closes its pipe without framebus.pipes.close() and gets the same number for the
     next one (subprocess.Popen after Popen) must get the new pipe configured afresh."""
     import fcntl
 
@@ -186,7 +186,7 @@ def test_a_reused_descriptor_number_gets_its_pipe_enlarged_again():
         assert real == stats["pipe_size"] > 65536, "the pipe in use was enlarged"
         assert stats["bytes"] == payload.nbytes, "offsets start again for each new pipe"
     if len(fds) == 1:
-        framebus.close(fds.pop())
+        framebus.pipes.close(fds.pop())
 
 
 def test_broken_pipe_raises_at_next_call_and_interpreter_survives(pipe_fds):
@@ -302,7 +302,7 @@ def test_sync_and_close_of_all_descriptors():
         framebus.pipe(b"q" * 300_000, w)
         threads.append(reader_thread(r, 300_000))
     framebus.sync()
-    framebus.close()
+    framebus.pipes.close()
     for (r, w), (t, box) in zip(fds, threads):
         t.join(30)
         assert box[0] == b"q" * 300_000
@@ -398,3 +398,18 @@ def test_moderngl_buffer_is_accepted(pipe_fds):
     framebus.sync(w)
     assert read_exact(r, len(data)) == data
     ctx.release()
+
+
+def test_turbopipe_calling_convention_lives_in_its_own_module(pipe_fds):
+    """`import framebus.turbopipe as turbopipe` runs turbopipe code; the package's top level has
+    no `close` (it would read as closing a stream): it is framebus.pipes.close."""
+    import framebus.turbopipe as turbopipe
+
+    r, w = pipe_fds
+    data = memoryview(b"abcdef")
+    turbopipe.pipe(data, w)
+    turbopipe.sync(data)
+    assert os.read(r, 6) == b"abcdef"
+    turbopipe.close(w)
+    assert not hasattr(framebus, "close") and callable(framebus.pipes.close)
+    assert set(turbopipe.__all__) == {"pipe", "sync", "close"}

@@ -34,7 +34,7 @@ from .errors import (
     TooManyReadersError,
 )
 from .info import StreamInfo, gc, list_streams, stat
-from .pipes import close, configure, pipe, pipe_stats, sync
+from .pipes import configure, pipe, pipe_stats, sync
 from ._stream import Publication, Stream, create, open, stream, unlink
 
 
@@ -69,7 +69,6 @@ __all__ = [
     "StreamTimeoutError",
     "TooManyReadersError",
     "__version__",
-    "close",
     "configure",
     "create",
     "errors",

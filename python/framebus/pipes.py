@@ -1,16 +1,17 @@
 """Background writes to file descriptors: ``pipe(data, fd)`` queues a buffer for a native writer
 thread of that descriptor and returns at once; ``sync`` waits; ``close`` flushes and stops.
 
-Names follow turbopipe 2.1 (``pipe(buffer, fd)``, ``sync(buffer)``), so code written for it
-runs with ``import framebus as turbopipe``; ``sync(fd)``, ``sync()`` and ``close(fd)`` are
-framebus's own. ``configure`` and ``pipe_stats`` are also exported by the package.
+``framebus.pipe``, ``framebus.sync``, ``framebus.configure`` and ``framebus.pipe_stats`` are the
+same functions; ``close`` is ``framebus.pipes.close`` only (at the top of the package a
+``close`` would read as closing a stream). turbopipe's calling convention is in
+``framebus.turbopipe``.
 
 >>> import os, framebus
 >>> r, w = os.pipe()
 >>> framebus.pipe(b"hello", w); framebus.sync(w)
 >>> os.read(r, 5)
 b'hello'
->>> framebus.close(w); os.close(r); os.close(w)
+>>> framebus.pipes.close(w); os.close(r); os.close(w)
 
 Guarantees (details in docs/pipes.md): nothing is copied (the buffer is held, export and
 reference, until its bytes are written; do not modify it before ``sync``); writes to one
