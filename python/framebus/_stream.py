@@ -469,30 +469,12 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device:
             pause = min(pause * 2, 0.05)
 
 
-def stream(
-    name: str,
-    *,
-    shape: Optional[ShapeLike] = None,
-    dtype: Any = np.float32,
-    capacity: Any = None,
-    size: Optional[int] = None,
-    slots: int = 4,
-    meta_capacity: int = 256,
-    max_readers: int = 64,
-    mode: int = 0o600,
-    exist_ok: bool = False,
-    gpu_device: Any = None,
-    cpu_mirror: Optional[bool] = None,
-) -> Stream:
+def stream(name: str, **options: Any) -> Stream:
     """Creates the stream ``name`` for a ``with`` block, as pyshmem's ``stream()`` does:
     ``with framebus.stream("cam", shape=(480, 640, 3), dtype=np.uint8) as cam: ...``; the stream
-    is unlinked when the block ends, also on an exception. The same as ``create(...,
-    auto_unlink=True)``, with the same arguments and errors; returns the writing handle."""
-    return create(
-        name, shape=shape, dtype=dtype, capacity=capacity, size=size, slots=slots, meta_capacity=meta_capacity,
-        max_readers=max_readers, mode=mode, exist_ok=exist_ok, gpu_device=gpu_device, cpu_mirror=cpu_mirror,
-        auto_unlink=True,
-    )
+    is unlinked when the block ends, also on an exception. The same as ``create(name,
+    auto_unlink=True, **options)``: the same keywords and errors; returns the writing handle."""
+    return create(name, auto_unlink=True, **options)
 
 
 def unlink(name: str) -> None:
