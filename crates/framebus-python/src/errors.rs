@@ -120,7 +120,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
             fields.extend([("stream", name.as_str()), ("existing_spec", existing.as_str()), ("requested_spec", requested.as_str())]);
         }
         Error::NoSpace { name, path, .. } => fields.extend([("stream", name.as_str()), ("path", path.as_str())]),
-        Error::Timeout { name, .. } | Error::NoFreeSlot { name, .. } | Error::Ended { name } | Error::Empty { name } | Error::TooManyReaders { name, .. } => {
+        Error::Timeout { name, .. } | Error::NoFreeSlot { name, .. } | Error::LockBusy { name, .. } | Error::Ended { name } | Error::Empty { name } | Error::TooManyReaders { name, .. } => {
             fields.push(("stream", name.as_str()));
         }
         _ => {}
@@ -144,7 +144,7 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
         Error::IncompatibleVersion { .. } => ErrorKind::IncompatibleStream.err(py, (msg,)),
         Error::Corrupt { .. } => ErrorKind::CorruptStream.err(py, (msg,)),
         Error::NotReady { .. } => ErrorKind::StreamNotReady.err(py, (msg,)),
-        Error::Timeout { .. } | Error::NoFreeSlot { .. } => ErrorKind::StreamTimeout.err(py, (msg,)),
+        Error::Timeout { .. } | Error::NoFreeSlot { .. } | Error::LockBusy { .. } => ErrorKind::StreamTimeout.err(py, (msg,)),
         Error::TooManyReaders { .. } => ErrorKind::TooManyReaders.err(py, (msg,)),
         Error::LockState { .. } => ErrorKind::LockNotHeld.err(py, (msg,)),
         Error::Empty { .. } => ErrorKind::StreamEmpty.err(py, (msg,)),

@@ -208,7 +208,7 @@ impl PyStream {
     ) -> PyResult<T> {
         if !heavy {
             match op(Deadline::probe(), &mut || true) {
-                Err(Error::Timeout { .. } | Error::NoFreeSlot { .. }) => {}
+                Err(Error::Timeout { .. } | Error::NoFreeSlot { .. } | Error::LockBusy { .. }) => {}
                 r => return r.map_err(|e| CoreError(e).into()),
             }
             // Finished pipe writes may still hold loan arrays (and so pin their slots):

@@ -59,6 +59,10 @@ pub enum Error {
     #[error("timed out after {seconds:.3} s waiting for a free slot to write on stream {name:?}: {holders}")]
     NoFreeSlot { name: String, seconds: f64, holders: String },
 
+    /// The write lock stayed taken until the timeout; `holder` says by whom.
+    #[error("timed out after {seconds:.3} s waiting for the write lock of stream {name:?}, held by {holder}")]
+    LockBusy { name: String, seconds: f64, holder: String },
+
     /// The reader table is full.
     #[error("stream {name:?} already has {max} attached handles (its reader table is full); close unused handles or create it with a larger max_readers")]
     TooManyReaders { name: String, max: u32 },

@@ -386,7 +386,9 @@ fn lock_holder_killed_is_recovered_by_a_waiting_process() {
     holder.expect("locked");
     assert_eq!(owner.lock_holder(), Some(holder.pid()));
     let short = Deadline::after(Some(Duration::from_millis(50)));
-    assert!(matches!(owner.acquire(short, &mut || true), Err(Error::Timeout { .. })));
+    let busy = owner.acquire(short, &mut || true).unwrap_err();
+    assert!(matches!(busy, Error::LockBusy { .. }), "{busy}");
+    assert!(busy.to_string().contains(&format!("held by process {}", holder.pid())), "{busy}");
     let waiter = Proc::spawn("waiter", &name.0, "");
     waiter.expect("waiting");
     let dead = holder.pid();

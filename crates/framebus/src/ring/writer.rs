@@ -155,7 +155,14 @@ impl Stream {
 
     fn lock_error(&self, e: LockError, deadline: Option<Deadline>) -> Error {
         match e {
-            LockError::Timeout => Error::Timeout { name: self.name.clone(), op: "acquire the write lock", seconds: deadline.map_or(0.0, |d| d.seconds()) },
+            LockError::Timeout => {
+                let holder = match self.lock_holder() {
+                    Some(pid) if pid == crate::process::ProcessId::current().pid => "another thread of this process (a write, an open loan or a lock() block)".to_owned(),
+                    Some(pid) => format!("process {pid}"),
+                    None => "nobody any more (it was just released)".to_owned(),
+                };
+                Error::LockBusy { name: self.name.clone(), seconds: deadline.map_or(0.0, |d| d.seconds()), holder }
+            }
             LockError::Interrupted => Error::Interrupted,
             LockError::NotOwner => Error::LockState { name: self.name.clone(), what: "cannot release the write lock: this thread does not hold it" },
         }
