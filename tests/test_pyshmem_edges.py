@@ -149,6 +149,27 @@ def test_missing_name(m: Any, sname: str) -> None:
     assert sname not in m.list_streams()
 
 
+@pytest.mark.parametrize("device", ["cuda:0", 0, "cpu", True, False])
+def test_open_ignores_gpu_device_for_a_cpu_stream(m: Any, sname: str, device: Any) -> None:
+    shm = make(m, sname)
+    try:
+        reader = m.open(sname, gpu_device=device)
+        assert (reader.gpu_device, reader.gpu_enabled) == (None, False)
+        reader.close()
+    finally:
+        shm.close()
+
+
+def test_bad_frame_id_raises_what_int_raises(m: Any, sname: str) -> None:
+    shm = make(m, sname)
+    try:
+        fails(ValueError, "invalid literal for int() with base 10: 'abc'", lambda: shm.write(FRAME, frame_id="abc"))
+        fails(TypeError, "int() argument must be a string, a bytes-like object or a real number, not 'list'", lambda: shm.write(FRAME, frame_id=[1]))
+        assert shm.count == 0
+    finally:
+        shm.close()
+
+
 def test_create_existing_name(m: Any, sname: str) -> None:
     shm = make(m, sname)
     try:

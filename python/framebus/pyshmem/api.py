@@ -156,14 +156,19 @@ def create(
 
 def open(name: str, *, gpu_device: Any = None, readonly: bool = False) -> SharedMemory:  # noqa: A001
     """Attaches a handle to the existing stream ``name`` (any framebus stream). ``readonly``
-    refuses writes, clears, the write lock, unsafe views and unlink.
+    refuses writes, clears, the write lock, unsafe views and unlink. ``gpu_device`` matters
+    only for a GPU stream (a CPU stream ignores it, as pyshmem's does).
 
-    Raises FileNotFoundError (StreamNotFoundError) with pyshmem's message when it does not
-    exist; RuntimeError for ``gpu_device`` while GPU streams are unavailable."""
+    Raises ValueError when ``name`` is not a non-empty string, FileNotFoundError
+    (StreamNotFoundError) with pyshmem's message when it does not exist."""
     _name(name)
-    device = None if gpu_device is False else _gpu_device(gpu_device)
     try:
-        s = _fb.open(name, readonly=readonly) if device is None else _fb.open(name, readonly=readonly, gpu_device=device)
+        s = _fb.open(name, readonly=readonly)
+        device = getattr(s, "device", None)
+        if gpu_device not in (None, False) and isinstance(device, str) and device.startswith("cuda"):
+            # As pyshmem, gpu_device= is looked at only for a GPU stream (a CPU stream ignores it).
+            s.close()
+            s = _fb.open(name, readonly=readonly, gpu_device=_gpu_device(gpu_device))
     except StreamNotFoundError:
         raise _err.missing(name) from None
     return _wrap(s, owner=False, readonly=readonly)
