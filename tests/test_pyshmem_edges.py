@@ -215,6 +215,37 @@ def test_public_names_match() -> None:
     assert [f.name for f in dataclasses.fields(fbshm.Publication)] == [f.name for f in dataclasses.fields(real_pyshmem.Publication)]
 
 
+#: framebus additions (keyword-only, with defaults that keep pyshmem's behaviour).
+_EXTRA_PARAMETERS = {"create": {"slots"}, "purge": {"include_live"}}
+
+
+def _parameters(fn: Any) -> list:
+    import inspect
+
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values() if not p.name.startswith("_")]
+
+
+def test_signatures_match() -> None:
+    """Every public function and SharedMemory method takes pyshmem's parameters, with its
+    kinds and defaults (framebus adds only the keyword-only ``slots`` and ``include_live``)."""
+    if _REAL_SKIP:
+        pytest.skip(_REAL_SKIP)
+    pairs = [(n, getattr(real_pyshmem, n), getattr(fbshm, n)) for n in real_pyshmem.__all__ if n != "GPU_SUPPORTED_DTYPES"]
+    pairs += [
+        (f"SharedMemory.{n}", getattr(real_pyshmem.SharedMemory, n), getattr(fbshm.SharedMemory, n))
+        for n in dir(real_pyshmem.SharedMemory)
+        if (not n.startswith("_") or n in ("__dlpack__", "__dlpack_device__")) and callable(getattr(real_pyshmem.SharedMemory, n))
+    ]
+    checked = 0
+    for label, theirs, ours in pairs:
+        if isinstance(theirs, type) or not callable(theirs):
+            continue
+        extra = _EXTRA_PARAMETERS.get(label, set())
+        assert [p for p in _parameters(ours) if p[0] not in extra] == _parameters(theirs), label
+        checked += 1
+    assert checked >= 35
+
+
 def test_publication_is_a_frozen_dataclass(m: Any) -> None:
     p = m.Publication(payload=1, count=2, frame_id=3, write_time=4.0, missed_publications=5)
     with pytest.raises(dataclasses.FrozenInstanceError):
