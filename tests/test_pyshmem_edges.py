@@ -1017,3 +1017,18 @@ def test_notify_is_always_on(m: Any, sname: str) -> None:
         assert (shm.notify, m.stat(sname)["notify"], shm.to_config()["notify"]) == (expected, expected, expected)
     finally:
         shm.close()
+
+
+def test_closing_another_handle_keeps_the_lock(m: Any, sname: str) -> None:
+    """docs/pyshmem.md, "Closing a handle releases only the lock levels taken through it"."""
+    shm = make(m, sname)
+    try:
+        shm.acquire()
+        m.open(sname).close()
+        if is_real(m):
+            fails(RuntimeError, "cannot release an unlocked shared memory lock", shm.release)
+        else:
+            shm.release()
+            fails(RuntimeError, "cannot release an unlocked shared memory lock", shm.release)
+    finally:
+        shm.close()
