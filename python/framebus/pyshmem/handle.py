@@ -369,17 +369,6 @@ class SharedMemory:
         np.copyto(out, self._native_read())
         return out
 
-    def _read_copy(self, out: Any, operation: str) -> np.ndarray:
-        """The safe read (a copy, into ``out`` if given) with pyshmem's errors."""
-        try:
-            return self._native_read(out=out)
-        except StreamClosedError:
-            raise _err.closed(self.name, operation) from None
-        except (TypeError, ValueError):
-            if out is None:
-                raise
-        return self._copy_out(out, False)
-
     def _unsafe_frame(self, operation: str) -> Any:
         """The newest frame as a read-only zero-copy view (lock held), or None before the
         first write (then the caller returns zeros, as pyshmem's untouched buffer: nothing can
@@ -403,12 +392,14 @@ class SharedMemory:
         copy) and is returned. ``safe=False`` (lock held) returns a read-only zero-copy view
         of it instead."""
         if safe:
-            if out is None:
-                try:
-                    return self._native_read()
-                except StreamClosedError:
-                    raise _err.closed(self.name, "read from") from None
-            return self._read_copy(out, "read from")
+            try:
+                return self._native_read(out=out)
+            except StreamClosedError:
+                raise _err.closed(self.name, "read from") from None
+            except (TypeError, ValueError):
+                if out is None:
+                    raise
+                return self._copy_out(out, False)
         self._ensure_open("read from")
         self._ensure_writable("take an unsafe shared view from")
         if out is not None:
