@@ -61,12 +61,25 @@ def _gpu_device(gpu_device: Any) -> Optional[str]:
     return device
 
 
+#: The most dimensions pyshmem's header stores (framebus's own limit is lower: 8).
+_PYSHMEM_MAX_NDIM = 19
+
+
+def _name(name: Any) -> str:
+    """pyshmem's first check of a name (framebus's name rules follow in the native call)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("name must be a non-empty string")
+    return name
+
+
 def _shape(shape: Sequence[int]) -> tuple:
     if not shape:
         raise ValueError("shape must contain at least one dimension")
     dims = tuple(int(axis) for axis in shape)
     if any(axis <= 0 for axis in dims):
         raise ValueError("shape dimensions must be positive")
+    if len(dims) > _PYSHMEM_MAX_NDIM:
+        raise ValueError("shape has too many dimensions for metadata storage")
     return dims
 
 
@@ -122,15 +135,14 @@ def create(
     Raises FileExistsError (StreamExistsError) when the name is taken, ValueError for a bad
     name, shape, dtype or size, RuntimeError for ``gpu_device`` while GPU streams are
     unavailable."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("name must be a non-empty string")
+    _name(name)
     dims = _shape(shape)
     dt = np.dtype(dtype)
     if dt not in DTYPES:
         raise ValueError(f"unsupported dtype: {dt}")
     nbytes = math.prod(dims) * dt.itemsize
     if size is not None and int(size) != nbytes:
-        raise ValueError(f"size does not match shape and dtype: expected {nbytes}, got {int(size)}")
+        raise ValueError(f"size does not match shape and dtype: expected {nbytes}, got {size}")
     device = _gpu_device(gpu_device)
     extra: Dict[str, Any] = {} if device is None else {"gpu_device": device, "cpu_mirror": bool(cpu_mirror)}
     try:
@@ -144,13 +156,19 @@ def create(
 
 def open(name: str, *, gpu_device: Any = None, readonly: bool = False) -> SharedMemory:  # noqa: A001
     """Attaches a handle to the existing stream ``name`` (any framebus stream). ``readonly``
-    refuses writes, clears, the write lock, unsafe views and unlink.
+    refuses writes, clears, the write lock, unsafe views and unlink. ``gpu_device`` matters
+    only for a GPU stream (a CPU stream ignores it, as pyshmem's does).
 
-    Raises FileNotFoundError (StreamNotFoundError) with pyshmem's message when it does not
-    exist; RuntimeError for ``gpu_device`` while GPU streams are unavailable."""
-    device = None if gpu_device is False else _gpu_device(gpu_device)
+    Raises ValueError when ``name`` is not a non-empty string, FileNotFoundError
+    (StreamNotFoundError) with pyshmem's message when it does not exist."""
+    _name(name)
     try:
-        s = _fb.open(name, readonly=readonly) if device is None else _fb.open(name, readonly=readonly, gpu_device=device)
+        s = _fb.open(name, readonly=readonly)
+        device = getattr(s, "device", None)
+        if gpu_device not in (None, False) and isinstance(device, str) and device.startswith("cuda"):
+            # As pyshmem, gpu_device= is looked at only for a GPU stream (a CPU stream ignores it).
+            s.close()
+            s = _fb.open(name, readonly=readonly, gpu_device=_gpu_device(gpu_device))
     except StreamNotFoundError:
         raise _err.missing(name) from None
     return _wrap(s, owner=False, readonly=readonly)
@@ -189,6 +207,7 @@ def _write_time(name: str) -> float:
 def stat(name: str) -> Dict[str, Any]:
     """The stream's metadata as a dict, without mapping frames for reading (``write_time``
     briefly attaches a handle). FileNotFoundError with pyshmem's message if it does not exist."""
+    _name(name)
     try:
         info = _native.stream_info(name)
         _, instance = _generation(name)
@@ -220,7 +239,8 @@ def list_streams() -> List[str]:
 
 def unlink(name: str) -> None:
     """Removes the stream ``name``; silent when there is none (as pyshmem). Open handles keep
-    working until closed."""
+    working until closed. ValueError for a name that is not a non-empty string."""
+    _name(name)
     try:
         _native.unlink(name)
     except StreamNotFoundError:

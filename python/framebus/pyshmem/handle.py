@@ -25,16 +25,17 @@ from .publication import Publication
 __all__ = ["SharedMemory"]
 
 _U64 = 1 << 64
+_U64_MAX = _U64 - 1
 _I64_MAX = (1 << 63) - 1
 
 
 def _frame_id_out(value: Optional[int]) -> Optional[int]:
-    """pyshmem's uint64 token as the native signed 64-bit frame id (same bits)."""
+    """pyshmem's uint64 token as the native signed 64-bit frame id (same bits). Like pyshmem,
+    any int is taken modulo 2**64 (-1 is 2**64 - 1, 2**64 is 0); what ``int()`` refuses
+    raises its ValueError/TypeError before anything is written."""
     if value is None:
         return None
-    value = int(value)
-    if not 0 <= value < _U64:
-        raise ValueError(f"frame_id must be in [0, 2**64), got {value}")
+    value = int(value) & _U64_MAX
     return value - _U64 if value > _I64_MAX else value
 
 
@@ -50,6 +51,16 @@ def _non_negative_int(after: Any) -> int:
     if baseline < 0:
         raise ValueError("after must be non-negative")
     return baseline
+
+
+def _at_least_zero(timeout: Optional[float]) -> Optional[float]:
+    """pyshmem's deadline for the lock and ``read_new``: a negative timeout is one try (0),
+    not an error. NaN is a ValueError (pyshmem would wait forever)."""
+    if timeout is None:
+        return None
+    if timeout != timeout:
+        raise ValueError("timeout must be a number of seconds or None, not NaN")
+    return 0.0 if timeout < 0 else timeout
 
 
 def _pid_alive(pid: int) -> bool:
@@ -85,10 +96,6 @@ class SharedMemory:
     ``read_after``/``wait_for_count`` are level-triggered, ``write_view`` is a zero-copy loan
     that is discarded if the block raises."""
 
-    gpu_device: Optional[str] = None
-    gpu_enabled: bool = False
-    cpu_mirror: bool = True
-
     def __init__(self, stream: _fb.Stream, *, owner: bool, readonly: bool, creator_pid: int, instance_id: Optional[str]) -> None:
         if stream.shape is None:
             # pyshmem's API has one shape per stream; frames of any shape need the native API.
@@ -111,6 +118,9 @@ class SharedMemory:
         self.size: int = int(stream.size)
         self.owner = bool(owner)
         self.readonly = bool(readonly)
+        self.gpu_device: Optional[str] = None
+        self.gpu_enabled = False
+        self.cpu_mirror = True
         self._creator_pid = int(creator_pid)
         self._instance_id = instance_id
         self._closed = False
@@ -196,7 +206,7 @@ class SharedMemory:
         self._ensure_open("acquire")
         self._ensure_writable("acquire the write lock for")
         try:
-            self._s.acquire(timeout, poll_interval=poll_interval)
+            self._s.acquire(_at_least_zero(timeout), poll_interval=poll_interval)
         except StreamTimeoutError:
             raise _err.lock_timeout() from None
         except StreamClosedError:
@@ -301,6 +311,7 @@ class SharedMemory:
         except StreamClosedError:
             raise _err.closed(self.name, "write to") from None
         except PermissionError:
+            self._ensure_open("write to")  # pyshmem names a closed handle first
             raise _err.read_only(self.name, "write to") from None
         except (TypeError, InvalidArgumentError):
             # pyshmem converts with np.asarray(value, dtype); framebus refuses what it cannot take as is.
@@ -318,9 +329,8 @@ class SharedMemory:
 
     def write_view(self, *, timeout: Optional[float] = None, frame_id: Optional[int] = None) -> WriteView:
         """Context manager yielding a writable array in the next free slot (zero-copy), holding
-        the write lock; published on normal exit, discarded if the block raises."""
-        self._ensure_open("write to")
-        self._ensure_writable("write to")
+        the write lock; published on normal exit, discarded if the block raises. A closed or
+        read-only handle raises on entering the block (as pyshmem's)."""
         return WriteView(self, frame_id, take_lock=True, timeout=timeout)
 
     def write_view_locked(self, *, frame_id: Optional[int] = None) -> WriteView:
@@ -328,10 +338,14 @@ class SharedMemory:
         return WriteView(self, frame_id, take_lock=False, timeout=None)
 
     def clear(self) -> None:
-        """Publishes a frame of zeros (a new write)."""
+        """Publishes a frame of zeros (a new write; copies a zero frame in). The frame id stays
+        as it was, as pyshmem's. Waits for the write lock like :meth:`write`."""
         self._ensure_open("clear")
         self._ensure_writable("clear")
-        self._s.clear()
+        try:
+            self._native_write(np.zeros(self.shape, self.dtype))
+        except StreamClosedError:
+            raise _err.closed(self.name, "clear") from None
 
     def pinned_buffer(self) -> Any:
         """GPU handles only (framebus GPU streams): RuntimeError on a CPU handle."""
@@ -340,76 +354,127 @@ class SharedMemory:
         raise RuntimeError("pinned_buffer() requires a GPU-attached stream handle")
 
     # -- reads -------------------------------------------------------------------------------
-    def _unsafe_view(self, operation: str) -> Any:
+    def _copy_out(self, out: Any, info: bool) -> Any:
+        """pyshmem's ``out=``: ``np.copyto(out, frame)``, so any layout, a same-kind cast and
+        broadcasting are allowed. Taken only where the native read refused ``out`` (it fills a
+        C-contiguous array of the stream's shape and dtype directly). NumPy checks ``out``
+        first (``where=False`` writes nothing), so a bad one raises NumPy's own TypeError or
+        ValueError before anything is read, as under pyshmem; then one native read (a copy)
+        and NumPy's copy into ``out``."""
+        np.copyto(out, np.broadcast_to(np.zeros((), self.dtype), self.shape), where=False)
+        if info:
+            arr, seq, ts, fid, meta = self._read_info()
+            np.copyto(out, arr)
+            return out, seq, ts, fid, meta
+        np.copyto(out, self._native_read())
+        return out
+
+    def _unsafe_frame(self, operation: str) -> Any:
+        """The newest frame as a read-only zero-copy view (lock held), or None before the
+        first write (then the caller returns zeros, as pyshmem's untouched buffer: nothing can
+        be published while this thread holds the write lock)."""
         self._ensure_writable(operation)
         if not self._s.lock_held():
             raise RuntimeError("safe=False requires an active 'with shm.locked()' block")
+        if self._s.write_sequence == 0:
+            return None
         return self._s.view()
 
+    def _zeros_view(self) -> np.ndarray:
+        zeros = self._native_read()
+        zeros.flags.writeable = False
+        return zeros
+
     def read(self, *, safe: bool = True, poll_interval: float = 1e-6, out: Optional[np.ndarray] = None, timeout: Optional[float] = None) -> np.ndarray:
-        """A copy of the newest frame (into ``out``; zeros before the first write); never torn.
-        ``safe=False`` (lock held) returns a read-only zero-copy view of it instead."""
+        """A copy of the newest frame (zeros before the first write); never torn. ``out``
+        receives it as ``np.copyto`` would (a matching C-contiguous array is filled directly;
+        another layout, a same-kind dtype or a broadcastable shape goes through one extra
+        copy) and is returned. ``safe=False`` (lock held) returns a read-only zero-copy view
+        of it instead."""
         if safe:
             try:
                 return self._native_read(out=out)
             except StreamClosedError:
                 raise _err.closed(self.name, "read from") from None
+            except (TypeError, ValueError):
+                if out is None:
+                    raise
+                return self._copy_out(out, False)
         self._ensure_open("read from")
         self._ensure_writable("take an unsafe shared view from")
         if out is not None:
             raise ValueError("out is supported only for safe CPU reads; pass a NumPy destination buffer to a CPU-backed handle")
-        return self._unsafe_view("take an unsafe shared view from").array
+        frame = self._unsafe_frame("take an unsafe shared view from")
+        return self._zeros_view() if frame is None else frame.array
 
     def read_publication(self, *, safe: bool = True, poll_interval: float = 1e-6, out: Optional[np.ndarray] = None, timeout: Optional[float] = None) -> Publication:
-        """The newest frame with its count, frame_id and write_time, read as one snapshot."""
+        """The newest frame with its count, frame_id and write_time, read as one snapshot
+        (``out`` as in :meth:`read`)."""
         if not safe:
             self._ensure_open("read a publication from")
             self._ensure_writable("take an unsafe publication view from")
             if out is not None:
                 raise ValueError("out is supported only for safe CPU publication reads; pass a NumPy destination buffer to a CPU-backed handle")
-            frame = self._unsafe_view("take an unsafe publication view from")
+            frame = self._unsafe_frame("take an unsafe publication view from")
+            if frame is None:
+                return Publication(self._zeros_view(), 0, _frame_id_in(self._s.frame_id), 0.0, self._s.missed)
             return Publication(frame.array, frame.seq, _frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, self._s.missed)
         try:
-            arr, seq, ts, fid, _meta = self._s._read_info(out=out)
+            arr, seq, ts, fid, _meta = self._read_info(out=out)
         except StreamClosedError:
             raise _err.closed(self.name, "read a publication from") from None
+        except (TypeError, ValueError):
+            if out is None:
+                raise
+            arr, seq, ts, fid, _meta = self._copy_out(out, True)
         return Publication(arr, seq, _frame_id_in(fid), ts / 1e9, self._s.missed)
 
     def _wait_after(self, baseline: int, timeout: Optional[float], edge: bool) -> int:
         """The native level-triggered wait with pyshmem's errors. Callers check the handle is
-        open first, so a StreamClosedError here means it was closed while waiting."""
-        if timeout is not None and timeout < 0:
-            raise ValueError("timeout must be non-negative")
+        open first, so a StreamClosedError here means it was closed while waiting. A count
+        past 2**64 - 1 is never reached: it waits for 2**64 - 1 (the same, as no count
+        passes it) and names the caller's number on a timeout."""
         try:
-            return self._native_wait_after(baseline, timeout=timeout)
+            return self._native_wait_after(min(baseline, _U64_MAX), timeout=timeout)
         except StreamTimeoutError:
             raise (_err.no_new_write(self.name) if edge else _err.count_not_passed(self.name, baseline)) from None
         except StreamClosedError:
             raise _err.closed_while_waiting(self.name) from None
 
+    @staticmethod
+    def _level_timeout(timeout: Optional[float]) -> Optional[float]:
+        """The level waits' timeout check, as pyshmem's (before any wait); NaN is refused
+        too (pyshmem would wait forever)."""
+        if timeout is not None and not timeout >= 0:
+            raise ValueError("timeout must be non-negative")
+        return timeout
+
     def read_new(self, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Waits for a write published after this call began (edge-triggered, as pyshmem) and
-        returns the newest frame. TimeoutError after ``timeout``."""
+        returns the newest frame. TimeoutError after ``timeout`` (at once when it is 0 or
+        negative and nothing new is there)."""
         try:
             baseline = self._s.write_sequence
         except StreamClosedError:
             raise _err.closed(self.name, "read from") from None
-        self._wait_after(baseline, timeout, True)
+        self._wait_after(baseline, _at_least_zero(timeout), True)
         return self.read(safe=safe, out=out)
 
     def read_new_publication(self, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> Publication:
-        """:meth:`read_new` returning a :class:`Publication`."""
+        """:meth:`read_new` returning a :class:`Publication` (pyshmem's errors of
+        :meth:`wait_for_count`: a negative timeout is a ValueError)."""
         try:
             baseline = self._s.write_sequence
         except StreamClosedError:
-            raise _err.closed(self.name, "read a publication from") from None
-        self._wait_after(baseline, timeout, False)
+            raise _err.closed(self.name, "read from") from None
+        self._wait_after(baseline, self._level_timeout(timeout), False)
         return self.read_publication(safe=safe, out=out)
 
     def wait_for_count(self, *, after: int, timeout: Optional[float] = None, poll_interval: float = 1e-5) -> int:
         """Waits until the count exceeds ``after`` (level-triggered) and returns the count."""
-        self._ensure_open("wait for a write on")
-        return self._wait_after(_non_negative_int(after), timeout, False)
+        self._ensure_open("read from")
+        baseline = _non_negative_int(after)
+        return self._wait_after(baseline, self._level_timeout(timeout), False)
 
     def read_after(self, after: int, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Waits until the count exceeds ``after`` (level-triggered), then reads the newest frame.
@@ -418,23 +483,28 @@ class SharedMemory:
             raise _err.closed(self.name, "read from")
         if type(after) is not int or after < 0:
             after = _non_negative_int(after)
-        if timeout is not None and timeout < 0:
+        if timeout is not None and not timeout >= 0:
             raise ValueError("timeout must be non-negative")
         try:
             if self._s.write_sequence <= after:  # else the level is already passed: no wait call
-                self._native_wait_after(after, timeout=timeout)
+                self._native_wait_after(min(after, _U64_MAX), timeout=timeout)
             if safe:
                 return self._native_read(out=out)
         except StreamTimeoutError:
             raise _err.count_not_passed(self.name, after) from None
         except StreamClosedError:
             raise _err.closed_while_waiting(self.name) from None
+        except (TypeError, ValueError):
+            # Only the read can refuse now (after and timeout were checked): out= as np.copyto.
+            if out is None:
+                raise
+            return self._copy_out(out, False)
         return self.read(safe=False, out=out)
 
     def read_after_publication(self, after: int, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> Publication:
         """:meth:`read_after` returning a :class:`Publication`."""
-        self._ensure_open("read a publication from")
-        self._wait_after(_non_negative_int(after), timeout, False)
+        self._ensure_open("read from")
+        self._wait_after(_non_negative_int(after), self._level_timeout(timeout), False)
         return self.read_publication(safe=safe, out=out)
 
     async def read_new_async(self, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> np.ndarray:
@@ -447,7 +517,7 @@ class SharedMemory:
         except StreamClosedError:
             raise _err.closed(self.name, "read from") from None
         try:
-            await wait_after_async(self._s, baseline, timeout=timeout)
+            await wait_after_async(self._s, baseline, timeout=_at_least_zero(timeout))
         except StreamTimeoutError:
             raise _err.no_new_write(self.name) from None
         except StreamClosedError:

@@ -50,7 +50,7 @@ class WriteView:
         self._locked = False
 
     def __enter__(self) -> Any:
-        from .handle import _frame_id_out
+        from .handle import _at_least_zero, _frame_id_out
 
         h = self._handle
         h._ensure_open("write to")
@@ -61,7 +61,7 @@ class WriteView:
         else:
             h._require_lock("write_view_locked()")
         try:
-            self._loan = h._s.loan(self._timeout, frame_id=_frame_id_out(self._frame_id))
+            self._loan = h._s.loan(_at_least_zero(self._timeout), frame_id=_frame_id_out(self._frame_id))
             return self._loan.array
         except StreamTimeoutError:
             self._unlock()
