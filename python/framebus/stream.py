@@ -80,7 +80,9 @@ class Stream(_native.Stream):
         """Ends the stream when this handle writes to it (it created the stream, took the write
         lock, or was tagged with a writing role) and no other live handle does (several
         writers: the stream ends when the last one closes)."""
-        if self.closed or self.role not in WRITING_ROLES or self._other_writers():
+        # A handle inherited through fork() and not used in this process has not written here:
+        # the parent's stream is the parent's to end.
+        if self.closed or self._inherited or self.role not in WRITING_ROLES or self._other_writers():
             return
         try:
             self.end()
@@ -235,8 +237,10 @@ class Stream(_native.Stream):
         self.close()
 
     def __reduce__(self) -> Any:
-        # Pickles by name: the receiving process opens its own handle (multiprocessing spawn).
-        return (_reopen, (self.name, self.mode, self._readonly))
+        # Pickles by name and position: the receiving process opens a handle of its own in the
+        # same mode that continues from this handle's position (docs/design.md, "Handles across
+        # fork, spawn and pickling"). This handle is unaffected and stays a reader until closed.
+        return (_reopen, (self.name, self.mode, self._readonly, self._position))
 
     def __repr__(self) -> str:
         if self.closed:
@@ -300,8 +304,11 @@ def _existing_spec(name: str) -> str:
     return "existing " + _describe(info["capacity"] if info["variable"] else None, info["dtype"], info["shape"], info["slots"], info["meta_capacity"])
 
 
-def _reopen(name: str, mode: str, readonly: bool) -> Stream:
-    return open(name, mode=mode, readonly=readonly)
+def _reopen(name: str, mode: str, readonly: bool, position: Optional[int] = None) -> Stream:
+    s = open(name, mode=mode, readonly=readonly)
+    if position is not None:
+        s._resume(position)
+    return s
 
 
 def create(
