@@ -71,7 +71,14 @@ class Publication:
 
 class Stream(_native.Stream):
     """A handle on a named shared-memory stream of frames. See ``framebus.create`` and
-    ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``."""
+    ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``.
+
+    A handle belongs to one process. In a child forked with it, the first call that reaches the
+    stream (not ``close()``) registers the child's own reader in the same mode, a lossless one
+    continuing from the last frame it had consumed (frames the writer reclaimed meanwhile count
+    in ``missed``); closing it there never touches the parent's. Pickling (``multiprocessing``
+    spawn) opens a new handle in the receiving process that continues from this one's position.
+    Either way this handle stays a reader until it is closed."""
 
     _readonly = False
     _auto_unlink = False

@@ -66,6 +66,7 @@ impl Stream {
     /// obtained; `Recovered` means its holder had died and any frame it was writing is dropped.
     /// Holds taken through this handle are released when the handle is closed or dropped.
     pub fn acquire(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Acquired> {
+        self.adopt()?; // a handle inherited through fork() registers its own entry first (owner.rs)
         let how = self.lock_words().acquire(deadline, check).map_err(|e| self.lock_error(e, Some(deadline)))?;
         match how {
             Acquired::Reentrant => {}
