@@ -251,11 +251,16 @@ def test_child_dropping_an_inherited_loan_leaves_the_parents_loan_open(name):
 
         def child(say):
             nonlocal loan
+            try:
+                loan.commit()  # only the process that took the loan can publish it
+            except framebus.errors.StreamClosedError as exc:
+                say("refused", "before fork()" in str(exc))
             del loan  # an unpublished loan dropped in the child is not the parent's to discard
             gc.collect()
             say("done")
 
         c = Forked(child)
+        assert c.hear() == ["refused", True]
         assert c.hear() == ["done"]
         c.join()
         assert w.lock_held()

@@ -214,3 +214,32 @@ fn resume_from_moves_a_fresh_lossless_handle_back() {
     copy.resume_from(5).expect("resume"); // never forward
     assert_eq!(copy.position(), 2);
 }
+
+#[test]
+fn a_grandchild_takes_an_entry_of_its_own_too() {
+    let name = Name::new();
+    let w = create(&name);
+    let r = Stream::open(&name.0, ReaderMode::Lossless).expect("open");
+    let (ready_r, ready_w) = pipe();
+    let child = fork(|| {
+        r.seen_seq();
+        let grandchild = fork(|| {
+            r.seen_seq();
+            signal(&ready_w);
+            read_all(&r, 6) == ((0..6).collect(), 0)
+        });
+        let mine = read_all(&r, 6) == ((0..6).collect(), 0);
+        let mut status = 0;
+        // SAFETY: waits for the process this child forked; status is a valid out pointer.
+        let joined = unsafe { libc::waitpid(grandchild, &mut status, 0) } == grandchild;
+        mine && joined && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    });
+    wait_signal(&ready_r);
+    assert_eq!(w.ownercount(), 4, "the writer, the parent's reader, the child's and the grandchild's");
+    drop(r);
+    for id in 0..6 {
+        write(&w, id);
+    }
+    w.end();
+    join(child);
+}
