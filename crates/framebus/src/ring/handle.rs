@@ -235,7 +235,7 @@ impl Stream {
     }
 
     fn assemble(stream: &str, segment: Segment, map: Mapping, spec: StreamSpec, geometry: Geometry, mode: Option<ReaderMode>) -> Result<Stream> {
-        let s = Stream {
+        let mut s = Stream {
             name: stream.to_owned(),
             segment,
             map,
@@ -253,7 +253,8 @@ impl Stream {
             holds: Mutex::new((0, 0)),
         };
         if let Some(mode) = mode {
-            s.entry.bind(s.register(mode)?);
+            let index = s.register(mode)?;
+            s.entry = s.entry.bound(index);
         }
         Ok(s)
     }

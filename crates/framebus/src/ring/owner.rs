@@ -2,10 +2,11 @@
 //! entry of the process that registered it; a copy of the handle that reaches another process
 //! through fork() registers an entry of its own on first use instead of sharing the parent's.
 //!
-//! The check costs one relaxed load of the process-wide fork generation (bumped by a
-//! `pthread_atfork` child handler, see `process::fork_generation`) and one of the handle's own
-//! word, which packs the generation its entry was registered in with the entry's index. No
-//! system call: a handle used in the process that opened it never pays more than that.
+//! The check costs a relaxed load of the process-wide fork generation (bumped by a
+//! `pthread_atfork` child handler, see `process::fork_generation`, behind its one-time
+//! registration check) and a load of the handle's own word, which packs the generation its
+//! entry was registered in with the entry's index. No system call and no read-modify-write: a
+//! handle used in the process that opened it never pays more than that.
 //!
 //! In a forked child, the first operation that needs the entry (a read, a view, a wait, a
 //! write or the write lock; the Python bindings do it on any call but `close`) *adopts* the
@@ -46,9 +47,10 @@ impl Owner {
         Owner { word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, NONE)), position: AtomicU64::new(0) }
     }
 
-    /// Records entry `index`, registered by this process.
-    pub(super) fn bind(&self, index: u32) {
-        self.word.store(pack(fork_generation() & 0xffff_ffff, index), Ordering::Release);
+    /// This owner with entry `index`, registered by this process (the position `register`
+    /// noted is kept).
+    pub(super) fn bound(&self, index: u32) -> Owner {
+        Owner { word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, index)), position: AtomicU64::new(self.position.load(Ordering::Relaxed)) }
     }
 
     /// Notes the last frame a lossless handle consumed.
