@@ -316,3 +316,53 @@ def test_spawned_child_reads_every_frame_from_a_pickled_handle(name, keep):
         assert p.exitcode == 0
         r.close()
         w.unlink()
+
+
+def test_lossless_child_counts_frames_reclaimed_before_it_registered(name):
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=4) as w:
+        r = framebus.open(name, mode="lossless")
+        go_r, go_w = os.pipe()
+
+        def child(say):
+            os.read(go_r, 1)  # the parent closed its copy and wrote everything meanwhile
+            say("got", *read_all(r, 10))
+
+        c = Forked(child)
+        os.close(go_r)
+        r.close()
+        for k in range(10):
+            w.write(frame(k), timeout=LONG)
+        w.end()
+        os.write(go_w, b"1")
+        os.close(go_w)
+        _, got, missed = c.hear()
+        c.join()
+        # Every frame is either read, in order, or counted as missed: none is lost silently.
+        assert got and got == list(range(got[0], 10)) and missed == got[0] > 0
+        w.unlink()
+
+
+def test_latest_child_continues_from_the_frame_it_had_seen(name):
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=4) as w:
+        r = framebus.open(name)
+        w.write(frame(0))
+        assert r.read_new(timeout=LONG)[0] == 0
+
+        go_r, go_w = os.pipe()
+
+        def child(say):
+            r.last_seq
+            os.read(go_r, 1)  # both frames are written
+            say("got", int(r.read_new(timeout=LONG)[0]), r.missed)
+
+        c = Forked(child)
+        os.close(go_r)
+        w.write(frame(1))
+        w.write(frame(2))
+        os.write(go_w, b"1")
+        os.close(go_w)
+        assert c.hear() == ["got", 2, 1]  # the newest frame after frame 0; frame 1 skipped
+        c.join()
+        assert r.read_new(timeout=LONG)[0] == 2  # the parent's handle saw nothing of the child's reads
+        r.close()
+        w.unlink()
