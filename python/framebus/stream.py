@@ -213,7 +213,10 @@ class Stream(_native.Stream):
         ``with`` block closes, so it ends the stream too. Closing a handle that only read never
         ends it, and neither does closing one writer while another live handle still writes
         (several writers: the last one to close ends the stream). A later write by any handle
-        clears the end (a restarted producer)."""
+        clears the end (a restarted producer).
+
+        In a process that got this handle through fork() and never used it, close() only
+        forgets it: the parent's reader, write-lock holds and stream are left as they are."""
         self._end_if_last_writer()
         super().close()
 
