@@ -32,3 +32,23 @@ def create_and_exit(name: str, results: Any) -> None:
         results.put(("done",))
     except BaseException as exc:  # noqa: BLE001
         results.put(("error", repr(exc)))
+
+
+def read_lossless_pickled(stream: Any, count: int, timeout: float, results: Any) -> None:
+    """Receives a lossless Stream pickled with its position, says it is ready (its reader entry
+    exists once it is unpickled), reads up to ``count`` frames with read_new and reports their
+    first elements and the handle's missed count."""
+    try:
+        from framebus.errors import StreamEndedError
+
+        results.put(("ready",))
+        got = []
+        try:
+            while len(got) < count:
+                got.append(int(stream.read_new(timeout=timeout)[0]))
+        except StreamEndedError:
+            pass
+        results.put(("got", got, stream.total_missed))
+        stream.close()
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        results.put(("error", repr(exc)))

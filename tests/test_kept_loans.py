@@ -216,3 +216,41 @@ def test_a_kept_array_of_an_idle_process_is_named_in_the_timeout(name):
             child.terminate()
             child.join()
         w.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_writing_through_an_inherited_writer_with_kept_frames(name):
+    """The parent keeps loan arrays (one with a writable alias, so its slot is detached in the
+    parent's mapping), forks, and lets them go once the child has adopted the handle; the child
+    then writes through it on every slot: each frame reaches a reader (none lands in a range the
+    parent had made private), and the child's copies of the kept arrays keep their bytes."""
+    from test_fork_handles import Forked
+
+    with framebus.create(name, shape=(64,), dtype=np.uint8, slots=3) as w:
+        rd = framebus.open(name)
+        with w.loan() as a:
+            a[:] = 1
+            alias = memoryview(a)
+        with w.loan() as b:
+            b[:] = 2
+        go_r, go_w = os.pipe()
+
+        def child(say):
+            w.last_seq  # first use: the child's own entry; the inherited kept frames are disowned
+            say("adopted")
+            os.read(go_r, 1)
+            got = []
+            for value in range(10, 20):
+                w.write(np.full(64, value, np.uint8), timeout=10)
+                got.append(int(rd.read()[0]))
+            say("got", got, bool((a == 1).all() and (b == 2).all()))
+
+        kid = Forked(child)
+        assert kid.hear() == ["adopted"]
+        del alias, a, b  # the parent's pins go: every slot is free for the child
+        os.write(go_w, b"x")
+        assert kid.hear() == ["got", list(range(10, 20)), True]
+        kid.join()
+        os.close(go_r)
+        os.close(go_w)
+        rd.close()

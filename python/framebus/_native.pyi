@@ -193,6 +193,17 @@ class Stream:
         the stream for a handle of a writing role ("writer", "bridge in", "play") when no other
         live handle writes. StreamClosedError on a closed handle."""
     def _other_writers(self) -> int: ...
+    @property
+    def _inherited(self) -> bool:
+        """Whether this handle came through fork() and has not been used in this process yet
+        (its reader entry, pins and lock holds are still the parent's); False once closed."""
+    @property
+    def _position(self) -> Optional[int]:
+        """The last frame this handle consumed (lossless) or saw (latest) in this process; None
+        once closed. A pickled copy resumes from here."""
+    def _resume(self, seq: int) -> None:
+        """Moves this freshly opened handle back to ``seq`` (never forward): it continues where
+        the handle it was pickled from was."""
     def end(self) -> None:
         """Ends the stream (end of file): readers blocked in read_new/wait_view/wait wake at
         once; a lossless reader first gets every frame it has not read, then each raises

@@ -129,7 +129,14 @@ class Publication(NDArrayOperatorsMixin):
 
 class Stream(_native.Stream):
     """A handle on a named shared-memory stream of frames. See ``framebus.create`` and
-    ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``."""
+    ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``.
+
+    A handle belongs to one process. In a child forked with it, the first call that reaches the
+    stream (not ``close()``) registers the child's own reader in the same mode, a lossless one
+    continuing from the last frame it had consumed (frames the writer reclaimed meanwhile count
+    in ``missed``); closing it there never touches the parent's. Pickling (``multiprocessing``
+    spawn) opens a new handle in the receiving process that continues from this one's position.
+    Either way this handle stays a reader until it is closed."""
 
     _readonly = False
     _auto_unlink = False
@@ -138,7 +145,9 @@ class Stream(_native.Stream):
         """Ends the stream when this handle writes to it (it created the stream, took the write
         lock, or was tagged with a writing role) and no other live handle does (several
         writers: the stream ends when the last one closes)."""
-        if self.closed or self.role not in WRITING_ROLES or self._other_writers():
+        # A handle inherited through fork() and not used in this process has not written here:
+        # the parent's stream is the parent's to end.
+        if self.closed or self._inherited or self.role not in WRITING_ROLES or self._other_writers():
             return
         try:
             self.end()
@@ -265,7 +274,10 @@ class Stream(_native.Stream):
         ``with`` block closes, so it ends the stream too. Closing a handle that only read never
         ends it, and neither does closing one writer while another live handle still writes
         (several writers: the last one to close ends the stream). A later write by any handle
-        clears the end (a restarted producer)."""
+        clears the end (a restarted producer).
+
+        In a process that got this handle through fork() and never used it, close() only
+        forgets it: the parent's reader, write-lock holds and stream are left as they are."""
         self._end_if_last_writer()
         super().close()
 
@@ -296,8 +308,10 @@ class Stream(_native.Stream):
         self.close()
 
     def __reduce__(self) -> Any:
-        # Pickles by name: the receiving process opens its own handle (multiprocessing spawn).
-        return (_reopen, (self.name, self.mode, self._readonly))
+        # Pickles by name and position: the receiving process opens a handle of its own in the
+        # same mode that continues from this handle's position (docs/design.md, "Handles across
+        # fork, spawn and pickling"). This handle is unaffected and stays a reader until closed.
+        return (_reopen, (self.name, self.mode, self._readonly, self._position))
 
     def __repr__(self) -> str:
         if self.closed:
@@ -341,8 +355,11 @@ class _ReadOnlyStream(Stream):
         self._refuse("take the write lock")
 
 
-def _reopen(name: str, mode: str, readonly: bool) -> Stream:
-    return open(name, mode=mode, readonly=readonly)
+def _reopen(name: str, mode: str, readonly: bool, position: Optional[int] = None) -> Stream:
+    s = open(name, mode=mode, readonly=readonly)
+    if position is not None:
+        s._resume(position)
+    return s
 
 
 def create(

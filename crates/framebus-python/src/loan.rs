@@ -48,6 +48,9 @@ pub struct PyLoan {
     seq: u64,
     /// The frame's own arrays (variable-shape streams; its table is already in the slot).
     parts: Option<Arc<Parts>>,
+    /// `fork_generation()` of the process that claimed the slot: a copy of the loan in a forked
+    /// child is not the child's to publish or discard.
+    generation: u64,
 }
 
 /// The per-frame values given to loan(), attached to the frame at commit.
@@ -81,7 +84,7 @@ impl PyLoan {
     /// Wraps a claimed slot. Allocates nothing but the Python object (and a copy of `meta`).
     pub fn new(name: &Arc<str>, spec: FrameSpec, guard: Guard, values: LoanValues) -> PyLoan {
         let seq = values.seq.unwrap_or(guard.seq());
-        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some(guard)), exported: Mutex::new(None), spec, name: Arc::clone(name), values, parts: None }
+        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some(guard)), exported: Mutex::new(None), spec, name: Arc::clone(name), values, parts: None, generation: framebus::process::fork_generation() }
     }
 
     /// Lays the loan out as `parts` (a variable-shape frame whose table the slot holds).
@@ -134,6 +137,18 @@ impl PyLoan {
                 End::Abort => Ok(()),
             };
         };
+        if self.generation != framebus::process::fork_generation() {
+            // Inherited through fork(): the claimed slot and the write lock belong to the parent,
+            // which may still publish it. Forget the claim here without touching either.
+            std::mem::forget(guard);
+            return match how {
+                End::Commit => Err(PyErr::from_type(
+                    ErrorKind::StreamClosed.class(py)?,
+                    (format!("this loan on stream {:?} was taken by another process before fork(); only that process can publish or discard it. Take a new loan in this process with stream.loan()", self.name),),
+                )),
+                End::Abort => Ok(()),
+            };
+        }
         let exported = self.exported.lock().unwrap_or_else(|p| p.into_inner()).take();
         // The loan holds one reference to the array and one to the holder, the array one to
         // the holder: more means the caller, a pipe or a NumPy view still uses the memory.

@@ -186,10 +186,17 @@ fn meta_of<'py>(py: Python<'py>, meta: Option<&Bound<'py, PyAny>>) -> PyResult<M
 }
 
 impl PyStream {
-    /// The core handle, or RuntimeError if closed.
+    /// The core handle, or RuntimeError if closed. In a process that got this handle through
+    /// fork(), the first call registers the handle's own reader entry here (TooManyReadersError
+    /// if the table is full): a handle belongs to one process (see the core's `ring/owner.rs`).
     pub(crate) fn handle(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
         match &*self.inner.read().unwrap_or_else(|p| p.into_inner()) {
-            Some(s) => Ok(s.clone()),
+            Some(s) => {
+                if s.is_inherited() {
+                    s.adopt().map_err(CoreError)?;
+                }
+                Ok(s.clone())
+            }
             None => Err(PyErr::from_type(
                 ErrorKind::StreamClosed.class(py)?,
                 (format!("stream {:?} is closed; reopen it with framebus.open({:?})", self.name, self.name),),
@@ -465,6 +472,26 @@ impl PyStream {
     #[getter]
     fn total_missed(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.handle(py)?.missed().1)
+    }
+
+    /// Whether this handle came through fork() and has not been used in this process yet (its
+    /// entry, pins and lock holds are still the parent's); False once closed. Never registers.
+    #[getter]
+    fn _inherited(&self) -> bool {
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|s| s.is_inherited())
+    }
+
+    /// The last frame this handle consumed (lossless) or saw (latest), as this process knows
+    /// it; None once closed. Never registers. A pickled copy resumes from here.
+    #[getter]
+    fn _position(&self) -> Option<u64> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.position())
+    }
+
+    /// Moves this freshly opened handle back to `seq` (see `_position`), so that it continues
+    /// where the handle it was pickled from was.
+    fn _resume(&self, py: Python<'_>, seq: u64) -> PyResult<()> {
+        Ok(self.handle(py)?.resume_from(seq).map_err(CoreError)?)
     }
 
     /// Times this handle took over a write lock whose holder had died.
@@ -791,7 +818,9 @@ Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
     /// Detaches this handle; idempotent. Memory stays mapped while views of it are alive.
     fn close(&self) {
         let taken = self.inner.write().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(s) = &taken {
+        // A handle inherited through fork() and never used here: its holds and its entry are
+        // the parent's, not this process's to release.
+        if let Some(s) = taken.as_ref().filter(|s| !s.is_inherited()) {
             // Views may keep the core handle alive; neither the write lock nor the writer (a
             // lossless handle's backpressure) may wait for them: only their pins remain.
             s.release_all_holds();

@@ -38,15 +38,7 @@ thread_local! {
 /// owner word holds both, and glibc caches neither (two syscalls per lookup were more than half
 /// the cost of writing a small frame).
 pub fn current_ids() -> (u32, u32) {
-    WATCH_FORKS.call_once(|| {
-        // SAFETY: registers a child handler that only does an atomic add, which is allowed in a
-        // forked child of a multi-threaded process (async-signal-safe); registration itself has
-        // no preconditions. If it failed, ids would be stale only in a forked child that uses
-        // framebus without exec, so the result is checked in debug builds.
-        let rc = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
-        debug_assert_eq!(rc, 0);
-    });
-    let generation = FORK_GENERATION.load(Ordering::Relaxed);
+    let generation = fork_generation();
     IDS.with(|ids| {
         let (seen, pid, tid) = ids.get();
         if seen == generation {
@@ -57,6 +49,23 @@ pub fn current_ids() -> (u32, u32) {
         ids.set((generation, pid, tid));
         (pid, tid)
     })
+}
+
+/// How many fork()s lie between this process and the first process of its line that used
+/// framebus: a number that changes in a forked child and nowhere else, so state cached per
+/// process (a handle's reader entry, a thread's ids) can tell in one relaxed load that it was
+/// inherited. The first call installs the `pthread_atfork` child handler that bumps it.
+#[inline]
+pub fn fork_generation() -> u64 {
+    WATCH_FORKS.call_once(|| {
+        // SAFETY: registers a child handler that only does an atomic add, which is allowed in a
+        // forked child of a multi-threaded process (async-signal-safe); registration itself has
+        // no preconditions. If it failed, ids would be stale only in a forked child that uses
+        // framebus without exec, so the result is checked in debug builds.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        debug_assert_eq!(rc, 0);
+    });
+    FORK_GENERATION.load(Ordering::Relaxed)
 }
 
 impl ProcessId {

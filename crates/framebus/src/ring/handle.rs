@@ -61,7 +61,8 @@ pub struct Stream {
     pub(super) map: Mapping,
     pub(super) geometry: Geometry,
     pub(super) spec: StreamSpec,
-    pub(super) entry: u32,
+    /// This handle's reader entry and the process it belongs to (see owner.rs).
+    pub(super) entry: super::owner::Owner,
     pub(super) mode: ReaderMode,
     /// Pins this handle holds per slot (the shared bit is set while the count is non-zero), and
     /// when each slot's pins began.
@@ -244,7 +245,7 @@ impl Stream {
             map,
             geometry,
             spec,
-            entry: u32::MAX,
+            entry: super::owner::Owner::detached(),
             mode: mode.unwrap_or(ReaderMode::Latest),
             pins: Mutex::new(PinCounts::default()),
             seen: LocalU64::new(0),
@@ -258,7 +259,8 @@ impl Stream {
             kept: Default::default(),
         };
         if let Some(mode) = mode {
-            s.entry = s.register(mode)?;
+            let index = s.register(mode)?;
+            s.entry = s.entry.bound(index);
         }
         Ok(s)
     }
@@ -323,14 +325,13 @@ impl Stream {
     }
 
     /// This handle's own reader entry.
+    /// (In a forked child, registered first: see owner.rs; every public path that gets here
+    /// adopts the handle first, so the panic below is only for a full table on a path that
+    /// did not.)
     pub(super) fn my_entry(&self) -> &ReaderEntry {
-        assert!(self.entry != u32::MAX, "a peek handle has no reader entry");
-        self.reader(self.entry)
-    }
-
-    /// Whether this handle is attached (false for `peek` handles).
-    pub fn is_attached(&self) -> bool {
-        self.entry != u32::MAX
+        let index = self.adopt().unwrap_or_else(|e| panic!("framebus: {e}"));
+        assert!(index != u32::MAX, "a peek handle has no reader entry");
+        self.reader(index)
     }
 
     /// Creator of the stream.
@@ -341,7 +342,7 @@ impl Stream {
 
     /// Whether the creator has died and no live handle other than this one is attached.
     pub fn is_stale_except_me(&self) -> bool {
-        !self.creator().is_alive() && self.attached().iter().all(|(i, p)| *i == self.entry || !p.is_alive())
+        !self.creator().is_alive() && self.attached().iter().all(|(i, p)| Some(*i) == self.owned_index() || !p.is_alive())
     }
 
     /// Removes the stream's name if it still refers to this handle's segment (a stream created
@@ -372,8 +373,13 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        // A handle inherited through fork() and never used here: its holds and entry are the
+        // parent's (see owner.rs).
+        if self.is_inherited() {
+            return;
+        }
         self.release_all_holds();
-        if self.entry != u32::MAX {
+        if self.is_attached() {
             self.unregister();
         }
     }

@@ -65,6 +65,9 @@ pub struct KeptSlot {
     id: u64,
     slot: u32,
     seq: u64,
+    /// `process::fork_generation()` of the process that kept the frame: a copy that reached a
+    /// child through fork() never unpins the parent's slot.
+    generation: u64,
 }
 
 /// A handle's kept frames.
@@ -132,7 +135,7 @@ impl KeptSlot {
         if !keepers.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&stream))) {
             keepers.push(Arc::downgrade(&stream));
         }
-        KeptSlot { stream, id, slot, seq }
+        KeptSlot { stream, id, slot, seq, generation: crate::process::fork_generation() }
     }
 
     /// Sequence number of the kept frame (0: the empty slot of a discarded loan).
@@ -187,6 +190,9 @@ impl Drop for KeptSlot {
                         return;
                     }
                 }
+                if self.generation != crate::process::fork_generation() {
+                    return; // the pin is the parent's (this process's mapping is shared again)
+                }
                 let others = table.records.iter().any(|r| r.slot == record.slot && matches!(r.state, State::Pinned { .. }));
                 drop(table);
                 if !others {
@@ -240,8 +246,8 @@ impl Stream {
     /// `evict_kept` for this handle's own kept frames.
     fn evict_own(&self, which: Evict) -> usize {
         // A handle inherited through fork() pins for the parent's entry: its kept frames are the
-        // parent's to give up.
-        if self.is_attached() && self.my_entry().pid.load(Ordering::Acquire) != crate::process::ProcessId::current().pid {
+        // parent's to give up (a child that adopts the handle makes them private: `disown_kept`).
+        if self.is_inherited() {
             return 0;
         }
         let mut table = self.kept.lock().unwrap_or_else(|p| p.into_inner());
@@ -278,6 +284,29 @@ impl Stream {
             }
         }
         evicted
+    }
+
+    /// In a process that adopted a handle inherited through fork(): the kept frames that came
+    /// with it pin for the parent, so this process's arrays of them get private copies and this
+    /// process reaches their slots through windows (its writes must never land in a range the
+    /// parent had detached). Their pins are the parent's and stay untouched.
+    pub(super) fn disown_kept(&self) {
+        let mut table = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keep = Vec::new();
+        for mut record in std::mem::take(&mut table.records) {
+            if matches!(record.state, State::Evicted) || self.evict_record(&mut record) {
+                keep.push(record);
+                continue;
+            }
+            // No private copy could be made: share the range again, so that this process's
+            // writes reach everyone (its arrays of the frame then show the slot as it is).
+            if let State::Pinned { detached: Some(parked) } = record.state {
+                let (offset, len) = self.slot_extent(record.slot);
+                // SAFETY: as in KeptSlot's drop: the range detach made private, and what it parked.
+                let _ = unsafe { self.segment.reattach(record.at, offset, len, parked) };
+            }
+        }
+        table.records = keep;
     }
 
     /// Turns a pinned record's range into a private copy of its frame and switches the handle

@@ -6,6 +6,7 @@ pub mod monitor;
 mod handle;
 mod kept;
 pub mod layout;
+mod owner;
 pub mod protocol;
 mod reader;
 mod readers;

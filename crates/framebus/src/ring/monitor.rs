@@ -85,7 +85,7 @@ impl Stream {
         let readers = self
             .attached()
             .into_iter()
-            .filter(|&(i, _)| i != self.entry)
+            .filter(|&(i, _)| Some(i) != self.owned_index())
             .map(|(i, p)| {
                 let e = self.reader(i);
                 let mut label = [0u8; role::LABEL_BYTES];

@@ -171,16 +171,19 @@ impl Stream {
     }
 
     /// Sequence of the newest frame this handle has seen.
+    /// (A handle inherited through fork() registers its own entry here first, see owner.rs;
+    /// should the table be full, this is the position the handle will resume from.)
     pub fn seen_seq(&self) -> u64 {
-        match self.mode {
-            ReaderMode::Latest => self.seen.load(Ordering::Relaxed),
-            ReaderMode::Lossless => self.my_entry().consumed.load(Ordering::SeqCst),
+        match (self.mode, self.adopt()) {
+            (ReaderMode::Lossless, Ok(index)) if index != u32::MAX => self.reader(index).consumed.load(Ordering::SeqCst),
+            _ => self.position(),
         }
     }
 
     /// Pins the newest committed frame; returns (slot, seq). Errors with `Empty` before the
     /// first write.
     fn pin_newest(&self) -> Result<(u32, u64)> {
+        self.adopt()?;
         let mut stuck = Stuck::default();
         loop {
             let (seq, slot) = self.published()?;
@@ -277,14 +280,17 @@ impl Stream {
     /// writer keeps until this handle has consumed it (usually `seen + 1`; a writer that gives
     /// explicit sequence numbers may leave gaps, which count as missed).
     fn take_next(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
+        self.adopt()?;
         let seen = self.seen_seq();
         self.wait_for(seen, deadline, check)?;
         let found = match self.mode {
             ReaderMode::Latest => None,
-            ReaderMode::Lossless => self.oldest_after(seen).filter(|&(i, target)| self.pin(i, target)),
+            ReaderMode::Lossless => self.pin_oldest_after(seen),
         };
         // Latest mode, or (never while the protocol holds) a lossless frame that is gone: take
-        // the newest frame and count the gap.
+        // the newest frame and count the gap. A lossless frame reclaimed before the handle's
+        // entry existed (a handle adopted after fork, or resumed in another process) is not
+        // taken here: the oldest frame still in the ring is, and the gap before it is counted.
         let (slot, seq) = match found {
             Some(hit) => hit,
             None => self.pin_newest()?,
@@ -302,9 +308,24 @@ impl Stream {
                 e.reads.fetch_add(1, Ordering::Relaxed);
             }
             e.consumed.store(seq, Ordering::SeqCst);
+            self.entry.consumed(seq);
             self.wake_writer();
         }
         Ok((slot, seq))
+    }
+
+    /// Pins the oldest committed frame above `seen` (lossless mode). A pin fails only when the
+    /// slot was claimed between the scan and the pin, which a lossless entry allows just once
+    /// after it registered (a writer that scanned the table before it), so the scan is retried
+    /// a bounded number of times before falling back to the newest frame.
+    fn pin_oldest_after(&self, seen: u64) -> Option<(u32, u64)> {
+        for _ in 0..=self.geometry.slot_count {
+            let (i, target) = self.oldest_after(seen)?;
+            if self.pin(i, target) {
+                return Some((i, target));
+            }
+        }
+        None
     }
 
     /// The committed frame with the lowest sequence above `seen`: (slot, seq). Frames above a
@@ -352,7 +373,7 @@ impl Stream {
     /// a lossless handle's consumed sequence moves up to `seq` (frames before it that this
     /// handle never took are released to the writer), and `seen` moves up to `seq`.
     pub fn pin_seq(self: &Arc<Self>, seq: u64) -> Option<Pinned> {
-        if seq == 0 {
+        if seq == 0 || self.adopt().is_err() {
             return None;
         }
         let slot = (0..self.geometry.slot_count).find(|&i| {
@@ -367,6 +388,9 @@ impl Stream {
         let e = self.my_entry();
         e.reads.fetch_add(1, Ordering::Relaxed);
         self.seen.fetch_max(seq, Ordering::Relaxed);
+        if self.mode == ReaderMode::Lossless {
+            self.entry.consumed_max(seq);
+        }
         if e.consumed.fetch_max(seq, Ordering::SeqCst) < seq && self.mode == ReaderMode::Lossless {
             self.wake_writer();
         }
@@ -412,11 +436,15 @@ impl Stuck {
 }
 
 /// A frame pinned in its slot: the writer does not touch the slot until this is dropped. Holds
-/// the stream handle (and so its mappings) alive.
+/// the stream handle (and so its mappings) alive. The pin is the pinning process's: a copy
+/// that reaches a forked child is not pinned for the child, and dropping it there leaves the
+/// parent's pin alone.
 pub struct Pinned {
     stream: Arc<Stream>,
     slot: u32,
     seq: u64,
+    /// `process::fork_generation()` of the process that pinned.
+    generation: u64,
 }
 
 impl Pinned {
@@ -426,7 +454,7 @@ impl Pinned {
     /// handle did not pin yet).
     pub(super) fn new(stream: Arc<Stream>, slot: u32, seq: u64) -> Pinned {
         stream.time_pin(slot);
-        Pinned { stream, slot, seq }
+        Pinned { stream, slot, seq, generation: crate::process::fork_generation() }
     }
 
     /// Sequence number of the pinned frame (0: an empty slot kept for a discarded loan).
@@ -465,6 +493,8 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        self.stream.unpin(self.slot);
+        if self.generation == crate::process::fork_generation() {
+            self.stream.unpin(self.slot);
+        }
     }
 }

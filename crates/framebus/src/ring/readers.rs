@@ -22,6 +22,14 @@ pub(super) struct Constraints {
 impl Stream {
     /// Claims a free entry for this handle; dead entries are reclaimed when the table is full.
     pub(super) fn register(&self, mode_: ReaderMode) -> Result<u32> {
+        self.register_at(mode_, None)
+    }
+
+    /// As `register`; with `resume`, the handle continues from that sequence (a handle adopted
+    /// in a forked child, owner.rs) instead of starting at the newest frame: a lossless entry
+    /// holds every frame after it that the ring still has, and a read counts the frames already
+    /// reclaimed as missed.
+    pub(super) fn register_at(&self, mode_: ReaderMode, resume: Option<u64>) -> Result<u32> {
         let me = ProcessId::current();
         for attempt in 0..2 {
             for i in 0..self.geometry.max_readers {
@@ -42,8 +50,18 @@ impl Stream {
                 }
                 self.header().readers_hwm.fetch_max(i + 1, Ordering::SeqCst);
                 let (seq, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
+                if let Some(from) = resume {
+                    // Never past the newest frame (a stream created anew under the name).
+                    let from = from.min(seq);
+                    e.consumed.store(from, Ordering::SeqCst);
+                    self.seen.store(from, Ordering::Relaxed);
+                    self.entry.consumed(from);
+                    e.mode.store(if mode_ == ReaderMode::Lossless { mode::LOSSLESS } else { mode::LATEST }, Ordering::SeqCst);
+                    return Ok(i);
+                }
                 e.consumed.store(seq, Ordering::SeqCst);
                 self.seen.store(seq, Ordering::Relaxed);
+                self.entry.consumed(seq);
                 if mode_ == ReaderMode::Lossless {
                     e.mode.store(mode::LOSSLESS, Ordering::SeqCst);
                     // A writer that scanned before the store above may still overwrite frames
@@ -51,6 +69,7 @@ impl Stream {
                     let (now, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
                     e.consumed.store(now, Ordering::SeqCst);
                     self.seen.store(now, Ordering::Relaxed);
+                    self.entry.consumed(now);
                 } else {
                     e.mode.store(mode::LATEST, Ordering::SeqCst);
                 }
@@ -65,8 +84,10 @@ impl Stream {
 
     /// Frees this handle's entry (pins and lossless position included) and wakes a waiting writer.
     pub(super) fn unregister(&self) {
-        let e = self.my_entry();
-        // A handle inherited through fork() belongs to the parent's entry: leave it alone.
+        // A handle inherited through fork() and not adopted holds the parent's entry: leave it
+        // alone (owner.rs). The pid check guards an entry reaped and reused meanwhile.
+        let Some(index) = self.owned_index() else { return };
+        let e = self.reader(index);
         if e.pid.load(Ordering::Acquire) != ProcessId::current().pid {
             return;
         }
@@ -82,10 +103,8 @@ impl Stream {
     /// handle stops holding frames back at once, and the entry is marked `CLOSED`; only the
     /// pins of views still alive remain, and the entry is freed when the last one goes.
     pub fn end_backpressure(&self) {
-        if self.entry == u32::MAX {
-            return;
-        }
-        let e = self.my_entry();
+        let Some(index) = self.owned_index() else { return };
+        let e = self.reader(index);
         if e.pid.load(Ordering::Acquire) != ProcessId::current().pid {
             return;
         }
@@ -174,11 +193,13 @@ impl Stream {
 
     /// This handle's role (`role::*`): what `set_role` tagged it, or `role::WRITER` once it took
     /// the write lock (a first write). `role::HANDLE` for a handle without an entry.
+    /// A handle inherited through fork() that this process has not used yet has not written
+    /// here: `role::HANDLE` (never registers).
     pub fn role(&self) -> u32 {
-        if self.entry == u32::MAX {
-            return role::HANDLE;
+        match self.owned_index() {
+            Some(index) => self.reader(index).role.load(Ordering::Relaxed),
+            None => role::HANDLE,
         }
-        self.my_entry().role.load(Ordering::Relaxed)
     }
 
     /// Live handles of this stream other than this one whose role writes it (`role::writes`)
@@ -188,7 +209,7 @@ impl Stream {
             .into_iter()
             .filter(|&(i, p)| {
                 let e = self.reader(i);
-                i != self.entry && p.is_alive() && e.mode.load(Ordering::Relaxed) != mode::CLOSED && role::writes(e.role.load(Ordering::Relaxed))
+                Some(i) != self.owned_index() && p.is_alive() && e.mode.load(Ordering::Relaxed) != mode::CLOSED && role::writes(e.role.load(Ordering::Relaxed))
             })
             .count()
     }
@@ -196,10 +217,11 @@ impl Stream {
     /// Tags this handle's entry with what it is for and a short label (UTF-8, cut at
     /// `role::LABEL_BYTES` bytes on a character boundary), for `framebus top`.
     pub fn set_role(&self, role_: u32, label: &str) {
-        if self.entry == u32::MAX {
+        let Ok(index) = self.adopt() else { return };
+        if index == u32::MAX {
             return;
         }
-        let e = self.my_entry();
+        let e = self.reader(index);
         let mut bytes = [0u8; role::LABEL_BYTES];
         let mut end = label.len().min(role::LABEL_BYTES);
         while !label.is_char_boundary(end) {
@@ -219,7 +241,8 @@ impl Stream {
 
     /// Union of the pin masks of every entry but this handle's.
     pub(super) fn pinned_by_others(&self) -> u64 {
-        (0..self.readers_hwm()).filter(|&r| r != self.entry).fold(0, |m, r| m | self.reader(r).pinned.load(Ordering::SeqCst))
+        let mine = self.owned_index();
+        (0..self.readers_hwm()).filter(|&r| Some(r) != mine).fold(0, |m, r| m | self.reader(r).pinned.load(Ordering::SeqCst))
     }
 
     /// Tells a writer waiting for a slot that one may have become free.

@@ -69,6 +69,7 @@ impl Stream {
     /// first gives up its process's kept loan frames (kept.rs), so that a kept array never
     /// holds back the writer it waits for.
     pub fn acquire(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Acquired> {
+        self.adopt()?; // a handle inherited through fork() registers its own entry first (owner.rs)
         self.yield_kept_to_waiting_writer();
         let mut looking = || {
             self.yield_kept_to_waiting_writer();
