@@ -137,7 +137,6 @@ def test_closed_handle_raises_runtime_error_saying_to_reopen(name):
         "ownercount": lambda: s.ownercount,
         "write_time": lambda: s.write_time,
         "write_sequence": lambda: s.write_sequence,
-        "count": lambda: s.count,
         "frame_id": lambda: s.frame_id,
         "missed": lambda: s.missed,
         "total_missed": lambda: s.total_missed,
@@ -316,7 +315,6 @@ def test_negative_or_nan_timeouts_are_value_errors(name, bad):
         for call in (
             lambda: s.read_new(timeout=bad),
             lambda: s.read_new_publication(timeout=bad),
-            lambda: s.read(timeout=bad),
             lambda: s.write(np.zeros(2, np.float32), timeout=bad),
             lambda: s.acquire(timeout=bad),
             lambda: s.locked(timeout=bad).__enter__(),

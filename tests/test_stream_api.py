@@ -44,12 +44,19 @@ def test_version_and_exports():
     assert isinstance(framebus.LAYOUT_VERSION, int)
 
 
-def test_gpu_arguments_refused_clearly(name):
-    with pytest.raises(ValueError, match="GPU"):
-        framebus.create(name, shape=(2,), gpu_device=0)
-    with pytest.raises(ValueError, match="GPU"):
-        framebus.create(name, shape=(2,), cpu_mirror=True)
-    assert not framebus.list_streams() or name not in framebus.list_streams()
+def test_compat_arguments_are_not_part_of_the_native_api(name):
+    """What the native API would ignore it refuses: pyshmem's and turbopipe's vocabulary lives in
+    framebus.pyshmem and framebus.turbopipe (docs/moving-from-0.1.md)."""
+    for kwargs in ({"gpu_device": 0}, {"cpu_mirror": True}, {"notify": True}):
+        with pytest.raises(TypeError, match=next(iter(kwargs))):
+            framebus.create(name, shape=(2,), **kwargs)
+    with framebus.create(name, shape=(2,), auto_unlink=True) as s:
+        for call in (lambda: s.read(safe=False), lambda: s.read(timeout=1), lambda: s.read_new(poll_interval=0.1),
+                     lambda: s.acquire(1, poll_interval=0.1), lambda: s.close(timeout=1), lambda: s.read_publication(safe=True)):
+            with pytest.raises(TypeError):
+                call()
+        for alias in ("count", "missed_writes", "total_missed_writes", "delete"):
+            assert not hasattr(s, alias), alias
 
 
 # -- create / open / properties -------------------------------------------------------------
@@ -66,13 +73,11 @@ def test_create_properties(name):
         assert s.ownercount == 1
         assert s.write_time == 0.0
         assert s.write_sequence == 0
-        assert s.count == 0
         assert s.frame_id == 0
         assert s.closed is False
         assert s.mode == "latest"
         assert s.missed == 0
         assert s.total_missed == 0
-        assert s.missed_writes == 0 and s.total_missed_writes == 0
         assert s.readonly is False
         assert isinstance(s, framebus.Stream)
     finally:
@@ -181,7 +186,7 @@ def test_sequence_time_and_frame_id(name):
         t0 = time.time()
         w.write(np.array([1, 2], np.int16), frame_id=10)
         t1 = time.time()
-        assert w.write_sequence == r.write_sequence == r.count == 1
+        assert w.write_sequence == r.write_sequence == 1
         assert r.frame_id == 10
         # The timestamp is the wall-clock time of the write (a correctness check, not a speed one).
         assert t0 - 1 <= r.write_time <= t1 + 1
@@ -310,7 +315,7 @@ def test_read_new_returns_first_newer_frame_and_counts_missed(name):
         pub = r.read_new_publication(timeout=LONG)
         assert pub.payload[0] == 9 and pub.missed_publications == 2
         assert (r.missed, r.total_missed) == (2, 6)
-        assert (r.missed_writes, r.total_missed_writes) == (2, 6)
+        assert (r.missed, r.total_missed) == (2, 6)
         w.unlink()
 
 
@@ -497,7 +502,7 @@ def test_close_is_idempotent_and_keeps_the_stream(name):
     s = framebus.create(name, shape=(2,))
     s.write(np.ones(2, np.float32))
     s.close()
-    s.close(timeout=1.0)
+    s.close()
     assert s.closed
     with framebus.open(name) as r:  # a closed handle does not remove the stream
         np.testing.assert_array_equal(r.read(), np.ones(2))
@@ -525,7 +530,7 @@ def test_unlink_removes_the_name_but_open_handles_keep_working(name):
     r.unlink()
     assert name in framebus.list_streams()
     assert framebus.stat(name).shape == (3,)
-    n.delete()
+    n.unlink()
     assert n.closed
     assert name not in framebus.list_streams()
 
@@ -765,7 +770,7 @@ def test_blocked_acquire_wakes_when_another_process_releases(name, spawn):
 # -- pyshmem compatibility -------------------------------------------------------------------
 
 _SHARED_CALLS = ["create", "open", "unlink", "list_streams", "stat"]
-_SHARED_METHODS = ["write", "read", "read_new", "read_publication", "read_new_publication", "acquire", "release", "locked", "clear", "close", "unlink", "delete"]
+_SHARED_METHODS = ["write", "read", "read_new", "read_publication", "read_new_publication", "acquire", "release", "locked", "clear", "close", "unlink"]
 
 
 def _pyshmem():
@@ -820,15 +825,32 @@ def test_pyshmem_exception_types_match(name):
         s.unlink()
 
 
-def test_pyshmem_keyword_names_are_accepted():
+#: pyshmem's keywords the native API does not take: what it would only accept and ignore.
+#: framebus.pyshmem takes all of them (tests/test_pyshmem_edges.py compares its signatures).
+_COMPAT_ONLY = {
+    ("create", "gpu_device"), ("create", "cpu_mirror"), ("create", "notify"), ("open", "gpu_device"),
+    ("Stream.read", "safe"), ("Stream.read", "poll_interval"), ("Stream.read", "timeout"),
+    ("Stream.read_new", "safe"), ("Stream.read_new", "poll_interval"),
+    ("Stream.read_publication", "safe"), ("Stream.read_publication", "poll_interval"), ("Stream.read_publication", "timeout"),
+    ("Stream.read_new_publication", "safe"), ("Stream.read_new_publication", "poll_interval"),
+    ("Stream.acquire", "poll_interval"), ("Stream.locked", "poll_interval"), ("Stream.close", "timeout"),
+}
+
+
+def test_pyshmem_keywords_the_native_api_leaves_to_the_compat_module():
+    """The native API takes pyshmem's keywords where they mean something to framebus, and
+    leaves the rest (accepted and ignored there) to framebus.pyshmem, which takes them all."""
+    import framebus.pyshmem as compat
+
     pyshmem = _pyshmem()
-    missing = []
+    missing = set()
     for label, theirs, ours in _pairs(pyshmem):
         mine = _keywords(ours)
-        for k in _keywords(theirs):
-            if k not in mine:
-                missing.append(f"{label}({k}=)")
-    assert not missing, missing
+        missing |= {(label, k) for k in _keywords(theirs) if k not in mine}
+    assert missing == _COMPAT_ONLY
+    for label, k in _COMPAT_ONLY:
+        owner = compat.SharedMemory if label.startswith("Stream.") else compat
+        assert k in _keywords(getattr(owner, label.split(".")[-1])), (label, k)
 
 
 def test_lock_of_a_thread_that_exited_is_recovered(name):

@@ -124,9 +124,9 @@ class Stream:
         (InvalidArgumentError naming the problem; nothing written). One copy."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
-    def read(self, *, safe: bool = True, out: Optional[Any] = None, timeout: Optional[float] = None, poll_interval: float = 1e-6) -> Any:
+    def read(self, *, out: Optional[Any] = None) -> Any:
         """A copy of the newest frame (into ``out`` if given; zeros before the first write).
-        Never torn. ``safe`` and ``timeout`` are accepted for pyshmem compatibility.
+        Never torn; never waits (``read_new`` and ``wait_view`` wait for a frame). Copies.
 
         On a variable-shape stream: the frame's array, a dict of its named arrays, or ``bytes``
         for a byte payload (None before the first write); ``out`` is an array (a dict of arrays
@@ -134,7 +134,7 @@ class Stream:
         naming both and nothing is copied."""
     def read_into(self, out: Any) -> Any:
         """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
-    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, safe: bool = True, poll_interval: float = 1e-5) -> Any:
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None) -> Any:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
         last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``."""
     def _read_info(self, *, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
@@ -212,7 +212,7 @@ class Stream:
     @property
     def ended(self) -> bool:
         """Whether the writer ended the stream (and has not written since)."""
-    def acquire(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> None:
+    def acquire(self, timeout: Optional[float] = None) -> None:
         """Takes the cross-process write lock (re-entrant per thread)."""
     def release(self) -> None:
         """Releases one level of the calling thread's write lock."""

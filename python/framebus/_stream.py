@@ -156,7 +156,7 @@ class Stream(_native.Stream):
 
     # -- locking ---------------------------------------------------------------------------
     @contextmanager
-    def locked(self, timeout: Optional[float] = None, *, poll_interval: float = 1e-3) -> Iterator["Stream"]:
+    def locked(self, timeout: Optional[float] = None) -> Iterator["Stream"]:
         """Holds the cross-process write lock for the ``with`` block and yields this handle.
         Raises TimeoutError (StreamTimeoutError) if it cannot be taken within ``timeout``."""
         self.acquire(timeout)
@@ -166,27 +166,13 @@ class Stream(_native.Stream):
             self.release()
 
     # -- reads with their publication info --------------------------------------------------
-    def read_publication(
-        self,
-        *,
-        out: Optional[np.ndarray] = None,
-        safe: bool = True,
-        timeout: Optional[float] = None,
-        poll_interval: float = 1e-6,
-    ) -> Publication:
+    def read_publication(self, *, out: Optional[np.ndarray] = None) -> Publication:
         """The newest frame (copied, into ``out`` if given) with its sequence, time, id and
         metadata, read as one snapshot."""
         arr, seq, ts, fid, meta = self._read_info(out=out)
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, 0)
 
-    def read_new_publication(
-        self,
-        *,
-        timeout: Optional[float] = None,
-        out: Optional[np.ndarray] = None,
-        safe: bool = True,
-        poll_interval: float = 1e-5,
-    ) -> Publication:
+    def read_new_publication(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> Publication:
         """Like ``read_new`` but returns a :class:`Publication`."""
         arr, seq, ts, fid, meta = self._read_new_info(timeout=timeout, out=out)
         return Publication(arr, seq, fid, ts / 1e9, ts, meta, self.missed)
@@ -240,32 +226,15 @@ class Stream(_native.Stream):
 
         return iterate(self)
 
-    # -- pyshmem-compatible names ----------------------------------------------------------
-    @property
-    def count(self) -> int:
-        """Number of frames written (the newest frame's sequence number)."""
-        return self.write_sequence
-
-    @property
-    def missed_writes(self) -> int:
-        """pyshmem name of ``missed``."""
-        return self.missed
-
-    @property
-    def total_missed_writes(self) -> int:
-        """pyshmem name of ``total_missed``."""
-        return self.total_missed
-
     @property
     def readonly(self) -> bool:
         """Whether this handle refuses writes (``open(..., readonly=True)``)."""
         return self._readonly
 
     # -- lifecycle --------------------------------------------------------------------------
-    def close(self, *, timeout: float = 5.0) -> None:  # type: ignore[override]
-        """Detaches this handle (idempotent). The stream stays until unlinked; waits blocked
-        on this handle in other threads stop with StreamClosedError. ``timeout`` is accepted
-        for pyshmem compatibility; closing never waits.
+    def close(self) -> None:
+        """Detaches this handle (idempotent; never waits). The stream stays until unlinked;
+        waits blocked on this handle in other threads stop with StreamClosedError.
 
         Closing the writer ends the stream: when this handle created the stream
         (``framebus.create``) or wrote to it (write, loan, clear), close() first calls
@@ -294,10 +263,6 @@ class Stream(_native.Stream):
         self._end_if_last_writer()
         super().unlink()
         self.close()
-
-    def delete(self) -> None:
-        """Alias of :meth:`unlink`."""
-        self.unlink()
 
     def __enter__(self) -> "Stream":
         return self
@@ -374,10 +339,7 @@ def create(
     max_readers: int = 64,
     mode: int = 0o600,
     exist_ok: bool = False,
-    gpu_device: Any = None,
-    cpu_mirror: Optional[bool] = None,
     auto_unlink: bool = False,
-    notify: bool = False,
 ) -> Stream:
     """Creates the stream ``name``: a ring of ``slots`` frames of ``shape`` and ``dtype`` in
     /dev/shm/framebus.<name>, fully allocated now, with permission bits ``mode`` (0o600 by
@@ -389,8 +351,7 @@ def create(
     (creator dead, nobody attached) is replaced. ``auto_unlink=True`` makes leaving a ``with``
     block unlink the stream instead of only closing the handle (as in pyshmem): the idiom for
     scripts, so that a stream never outlives the block (a script killed outright leaves it
-    behind; ``exist_ok=True`` or ``framebus gc`` deal with that). ``notify`` is accepted for
-    pyshmem compatibility and ignored: framebus readers always wait on a futex.
+    behind; ``exist_ok=True`` or ``framebus gc`` deal with that).
 
     The returned handle is the stream's writer: its ``close()`` (or leaving its ``with`` block,
     with or without ``auto_unlink``) ends the stream, so readers get every frame still unread
@@ -407,11 +368,6 @@ def create(
     TypeError for arguments of the wrong type, InsufficientSpaceError (OSError, ENOSPC) when
     /dev/shm is too small, PermissionError.
     """
-    if gpu_device is not None or cpu_mirror:
-        raise InvalidArgumentError(
-            "GPU streams (gpu_device=, cpu_mirror=) are not available in this version of framebus; "
-            "create a CPU stream and copy tensors with tensor.cpu().numpy()"
-        )
     if shape is None and capacity is None:
         raise TypeError(
             "create() needs shape= (every frame has that shape and dtype) or capacity= (bytes per frame; "
@@ -442,7 +398,7 @@ def create(
     return stream
 
 
-def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device: Any = None, timeout: Optional[float] = 0.0) -> Stream:  # noqa: A001
+def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Optional[float] = 0.0) -> Stream:  # noqa: A001
     """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
     ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
     ``"lossless"`` (the writer never overwrites a frame this handle has not read; it waits, and
@@ -461,8 +417,6 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, gpu_device:
     PermissionError, TooManyReadersError when the stream's reader table is full, TypeError /
     InvalidArgumentError for a bad ``timeout``.
     """
-    if gpu_device not in (None, False):
-        raise InvalidArgumentError("GPU streams are not available in this version of framebus")
     cls = _ReadOnlyStream if readonly else Stream
     limit = timeout_seconds(timeout)
     wait = math.inf if limit is None else limit

@@ -578,14 +578,13 @@ impl PyStream {
         Ok(())
     }
 
-    /// Copy of the newest frame.
-    #[pyo3(signature = (*, safe = true, out = None, timeout = None, poll_interval = 1e-6))]
-    fn read<'py>(&self, py: Python<'py>, safe: bool, out: Option<&Bound<'py, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
-        let _ = (safe, poll_interval);
+    /// Copy of the newest frame (never waits).
+    #[pyo3(signature = (*, out = None))]
+    fn read<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         if self.variable {
-            return Ok(self.read_variable(py, false, out, timeout, false)?.0);
+            return Ok(self.read_variable(py, false, out, None, false)?.0);
         }
-        Ok(self.read_impl(py, false, out, timeout, false)?.0.into_any())
+        Ok(self.read_impl(py, false, out, None, false)?.0.into_any())
     }
 
     /// Copies the newest frame into `out` and returns `out`.
@@ -597,9 +596,8 @@ impl PyStream {
     }
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
-    #[pyo3(signature = (*, timeout = None, out = None, safe = true, poll_interval = 1e-5))]
-    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, safe: bool, poll_interval: f64) -> PyResult<Bound<'py, PyAny>> {
-        let _ = (safe, poll_interval);
+    #[pyo3(signature = (*, timeout = None, out = None))]
+    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         if self.variable {
             return Ok(self.read_variable(py, true, out, timeout, false)?.0);
         }
@@ -786,9 +784,8 @@ Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
     }
 
     /// Takes the cross-process write lock (re-entrant for the calling thread).
-    #[pyo3(signature = (timeout = None, *, poll_interval = 1e-3))]
-    fn acquire(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, poll_interval: f64) -> PyResult<()> {
-        let _ = poll_interval;
+    #[pyo3(signature = (timeout = None))]
+    fn acquire(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<()> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let before = s.lock_recoveries();

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import _native
 from .. import _stream as _fb
-from ..errors import StreamExistsError, StreamNotFoundError
+from ..errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
 from . import errors as _err
 from .handle import SharedMemory, _pid_alive
 
@@ -143,10 +143,13 @@ def create(
     nbytes = math.prod(dims) * dt.itemsize
     if size is not None and int(size) != nbytes:
         raise ValueError(f"size does not match shape and dtype: expected {nbytes}, got {size}")
-    device = _gpu_device(gpu_device)
-    extra: Dict[str, Any] = {} if device is None else {"gpu_device": device, "cpu_mirror": bool(cpu_mirror)}
+    if _gpu_device(gpu_device) is not None:
+        raise InvalidArgumentError(
+            "GPU streams (gpu_device=, cpu_mirror=) are not available in this version of framebus; "
+            "create a CPU stream and copy tensors with tensor.cpu().numpy()"
+        )
     try:
-        s = _fb.create(name, shape=dims, dtype=dt, slots=slots, **extra)
+        s = _fb.create(name, shape=dims, dtype=dt, slots=slots)
     except StreamExistsError:
         raise _err.exists(name) from None
     shm = _wrap(s, owner=True, readonly=False)
@@ -163,12 +166,8 @@ def open(name: str, *, gpu_device: Any = None, readonly: bool = False) -> Shared
     (StreamNotFoundError) with pyshmem's message when it does not exist."""
     _name(name)
     try:
+        # As pyshmem, gpu_device= matters only for a GPU stream; framebus streams are CPU streams.
         s = _fb.open(name, readonly=readonly)
-        device = getattr(s, "device", None)
-        if gpu_device not in (None, False) and isinstance(device, str) and device.startswith("cuda"):
-            # As pyshmem, gpu_device= is looked at only for a GPU stream (a CPU stream ignores it).
-            s.close()
-            s = _fb.open(name, readonly=readonly, gpu_device=_gpu_device(gpu_device))
     except StreamNotFoundError:
         raise _err.missing(name) from None
     return _wrap(s, owner=False, readonly=readonly)

@@ -206,7 +206,7 @@ class SharedMemory:
         self._ensure_open("acquire")
         self._ensure_writable("acquire the write lock for")
         try:
-            self._s.acquire(_at_least_zero(timeout), poll_interval=poll_interval)
+            self._s.acquire(_at_least_zero(timeout))
         except StreamTimeoutError:
             raise _err.lock_timeout() from None
         except StreamClosedError:
