@@ -13,14 +13,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from typing import Any, Dict, List, Optional
+
+#: Seconds left between the last busy process starting to spin and the first suite.
+SETTLE_S = 0.5
 
 #: Most busy processes ``--load`` starts (a typo such as 1000 must not fork-bomb the machine).
 MAX_LOAD = 64
 
-#: The busy loop: spin, and every few milliseconds check that the parent is still the one that
-#: started it (a dead parent's children are re-parented); exit when it is not.
-_SPIN = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    for _ in range(20000):\n        pass\n"
+#: The busy loop: say it is running (one byte on stdout), then spin, and every few milliseconds
+#: check that the parent is still the one that started it (a dead parent's children are
+#: re-parented); exit when it is not.
+_SPIN = (
+    "import os, sys\nparent = int(sys.argv[1])\nos.write(1, b'+')\nos.close(1)\n"
+    "while os.getppid() == parent:\n    for _ in range(20000):\n        pass\n"
+)
 
 
 class Load:
@@ -41,12 +49,22 @@ class Load:
         return [p.pid for p in self.procs]
 
     def start(self) -> "Load":
-        """Starts the processes (none for 0); stops those already started if one fails."""
+        """Starts the processes (none for 0) and returns once every one of them is spinning:
+        an interpreter starting up reads files and faults in pages, which is not the steady
+        load to measure beside, and it landed on the first frames of the first suite. Stops
+        those already started if one fails (RuntimeError when one exits at once)."""
         try:
             for _ in range(self.n):
                 self.procs.append(
-                    subprocess.Popen([sys.executable, "-c", _SPIN, str(os.getpid())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    subprocess.Popen([sys.executable, "-c", _SPIN, str(os.getpid())], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
                 )
+            for p in self.procs:
+                assert p.stdout is not None
+                ready = p.stdout.read(1)
+                p.stdout.close()
+                if ready != b"+":
+                    raise RuntimeError(f"a --load process exited at once (status {p.wait()})")
+            time.sleep(SETTLE_S)
         except BaseException:
             self.stop()
             raise
