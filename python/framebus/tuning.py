@@ -47,7 +47,7 @@ def explain(nbytes: Optional[int] = None) -> str:
     if frame:
         text += (
             f"\nframe of {frame['nbytes']:,} bytes now: write {frame['write']} "
-            f"({frame['write_reader_waiting']} when a reader is waiting for it; both for a 2-slot ring), read {frame['read']}, {frame['threads']} thread(s)"
+            f"({frame['write_reader_waiting']} when a reader is waiting for it), read {frame['read']}, {frame['threads']} thread(s)"
         )
     return text
 

@@ -6,13 +6,12 @@ use pyo3::types::PyDict;
 /// How this process copies frames: kernels, threads and page preparation, decided once from
 /// the machine and the FRAMEBUS_COPY / FRAMEBUS_COPY_THREADS / FRAMEBUS_HUGEPAGES /
 /// FRAMEBUS_PREFAULT environment variables. With `nbytes`, also what a frame of that size gets
-/// now ("frame": write kernel into a 2-slot ring with no reader waiting and with one, read
-/// kernel, threads). Copies nothing; raises ValueError for a
+/// now ("frame": write kernel with no reader waiting and with one, read kernel, threads). Copies nothing; raises ValueError for a
 /// negative size.
 #[pyfunction]
 #[pyo3(signature = (nbytes = None))]
 pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
-    use framebus::copy::{plan, Dest, Threads};
+    use framebus::copy::{plan, Threads};
     let p = plan();
     let d = PyDict::new(py);
     d.set_item("arch", p.arch)?;
@@ -38,10 +37,8 @@ pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<i64>) -> PyResult<Bound<'p
         let n = usize::try_from(n).map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("nbytes must be >= 0, got {n}")))?;
         let f = PyDict::new(py);
         f.set_item("nbytes", n)?;
-        // A 2-slot ring of such frames, with nobody waiting and with a reader waiting.
-        let dest = |readers_waiting| Some(Dest { readers_waiting, ring_bytes: n.saturating_mul(2) });
-        f.set_item("write", p.write_kernel(n, dest(0)).name())?;
-        f.set_item("write_reader_waiting", p.write_kernel(n, dest(1)).name())?;
+        f.set_item("write", p.write_kernel(n, Some(0)).name())?;
+        f.set_item("write_reader_waiting", p.write_kernel(n, Some(1)).name())?;
         f.set_item("read", p.read.name())?;
         f.set_item("threads", p.threads_for(n, &framebus::copy::idle_cores))?;
         d.set_item("frame", f)?;

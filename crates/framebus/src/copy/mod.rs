@@ -159,13 +159,14 @@ impl Plan {
         }
     }
 
-    /// The writer's kernel for a frame of `len` bytes going to `dest` (None where the caller
-    /// does not know where it goes; see [`choose_write`]).
-    pub fn write_kernel(&self, len: usize, dest: Option<Dest>) -> Kernel {
+    /// The writer's kernel for a frame of `len` bytes; `readers_waiting` is how many readers
+    /// are blocked waiting for the next frame (None where the caller does not know; see
+    /// [`choose_write`]).
+    pub fn write_kernel(&self, len: usize, readers_waiting: Option<u32>) -> Kernel {
         if len < self.stream_min {
             Kernel::Cached
         } else if self.write_auto {
-            choose_write(len, self.llc.unwrap_or(DEFAULT_LLC), dest)
+            choose_write(len, self.llc.unwrap_or(DEFAULT_LLC), readers_waiting)
         } else {
             self.write_large
         }
@@ -196,7 +197,7 @@ impl Plan {
             format!("machine: {} ({}), {} CPUs", self.arch, if self.features.is_empty() { "no features detected".to_owned() } else { self.features.join(" ") }, self.cpus),
             if self.write_auto {
                 format!(
-                    "write(): memcpy below {}, streaming stores from {} on, except memcpy for a frame a reader is waiting for when the ring, the frame and the reader's copy fit in the last-level cache ({})",
+                    "write(): memcpy below {}, streaming stores from {} on, except memcpy for a frame a reader is waiting for that fits twice in the last-level cache ({})",
                     mib(self.stream_min),
                     mib(self.stream_min),
                     self.llc.map_or_else(|| format!("unknown, {} assumed", mib(DEFAULT_LLC)), mib)
@@ -213,30 +214,19 @@ impl Plan {
     }
 }
 
-/// What the writer knows about the frame it is copying: how many readers are blocked waiting
-/// for it (the header's `waiters`) and how many bytes the ring's slots take in all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dest {
-    /// Readers asleep in `read_new`/`wait_view` for the next frame.
-    pub readers_waiting: u32,
-    /// `slot_count * frame_bytes`: what the ring's slots take in the caches at most.
-    pub ring_bytes: usize,
-}
-
 /// The writer's kernel for a large frame (`auto`, x86-64) given the last-level cache size and
-/// what the writer knows of the frame's destination (None: nothing).
+/// how many readers are blocked waiting for it (the header's `waiters`; None: unknown).
 ///
 /// Streaming stores send the frame to memory and skip the read-for-ownership of each line: the
-/// fastest way to fill a slot nobody reads at once (a back-to-back writer ahead of its readers),
-/// and the only sensible one when the ring cannot stay in the cache anyway. But a reader
-/// already waiting reads the frame right away, and memcpy leaves it in the shared last-level
-/// cache for that read, which holds while the whole ring, the writer's source and the reader's
-/// destination fit in it: `ring_bytes + 2 * len <= llc`. Measured on the 2-core EPYC VM (32 MiB
-/// L3), a 4-slot 1080p ring (25 MB of slots) did not fit, and memcpy there was slower than
-/// streaming in a lock-step ping-pong; so: memcpy only when a reader waits and all of it fits.
-pub fn choose_write(len: usize, llc: usize, dest: Option<Dest>) -> Kernel {
-    match dest {
-        Some(d) if d.readers_waiting > 0 && d.ring_bytes.max(len).saturating_add(len.saturating_mul(2)) <= llc => Kernel::Cached,
+/// fastest way to fill a slot nobody reads at once (a back-to-back writer ahead of its readers).
+/// But a reader already waiting reads the frame right away, and memcpy leaves it in the shared
+/// last-level cache for that read, as long as the frame and the reader's copy of it both fit:
+/// `2 * len <= llc`. The rest of the ring does not matter (measured on the 2-core EPYC VM, 32
+/// MiB L3: a 1080p lock-step ping-pong was faster with memcpy on a 4-slot ring, 25 MB of slots,
+/// as on a 2-slot one). So: memcpy when a reader waits and the frame fits twice, else stream.
+pub fn choose_write(len: usize, llc: usize, readers_waiting: Option<u32>) -> Kernel {
+    match readers_waiting {
+        Some(w) if w > 0 && len.saturating_mul(2) <= llc => Kernel::Cached,
         _ => Kernel::Stream,
     }
 }
@@ -293,11 +283,11 @@ pub fn copy_frame(dst: &mut [u8], src: &[u8]) {
 }
 
 /// [`copy_frame`] for a writer that knows how many readers are blocked waiting for this frame
-/// (the header's `waiters`) and the size of its ring's slots: a frame a waiting reader reads at
-/// once stays in the cache where the ring fits in it ([`choose_write`]).
-pub fn copy_frame_to(dst: &mut [u8], src: &[u8], readers_waiting: u32, ring_bytes: usize) {
+/// (the header's `waiters`): a frame a waiting reader reads at once stays in the cache where it
+/// fits ([`choose_write`]).
+pub fn copy_frame_to(dst: &mut [u8], src: &[u8], readers_waiting: u32) {
     let p = plan();
-    run(p.write_kernel(src.len(), Some(Dest { readers_waiting, ring_bytes })), p, dst, src);
+    run(p.write_kernel(src.len(), Some(readers_waiting)), p, dst, src);
 }
 
 /// Copies a frame out of a slot into the caller's buffer (the reader's side).
@@ -334,7 +324,7 @@ mod tests {
         assert_eq!(p.write_kernel(STREAM_MIN - 1, None), Kernel::Cached);
         let large = if cfg!(target_arch = "x86_64") { Kernel::Stream } else { Kernel::Cached };
         assert_eq!(p.write_kernel(STREAM_MIN, None), large);
-        assert_eq!(p.write_kernel(STREAM_MIN, Some(Dest { readers_waiting: 0, ring_bytes: STREAM_MIN })), large);
+        assert_eq!(p.write_kernel(STREAM_MIN, Some(0)), large);
         assert_eq!(p.read, Kernel::Cached);
         assert!(p.notes.is_empty());
     }
@@ -346,7 +336,7 @@ mod tests {
         assert!(!p.write_auto);
         let forced = Plan::decide(&env(&[("FRAMEBUS_COPY", "stream")]));
         // Forced streaming holds even for a frame a reader waits for.
-        assert_eq!(forced.write_kernel(STREAM_MIN, Some(Dest { readers_waiting: 1, ring_bytes: STREAM_MIN })), forced.write_large);
+        assert_eq!(forced.write_kernel(STREAM_MIN, Some(1)), forced.write_large);
         assert_eq!(p.threads, Threads::Fixed(3));
         assert_eq!(p.threads_for(64 << 20, &|| 0), 3);
         assert_eq!(p.threads_for(8 << 20, &|| 0), 1);
@@ -366,34 +356,29 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_a_reader_waits_for_stays_cached_only_while_the_ring_fits() {
+    fn a_frame_a_reader_waits_for_stays_cached_while_it_fits() {
         let llc = 32 << 20;
         let p1080 = 1920 * 1080 * 3;
         let p2160 = 3840 * 2160 * 3;
-        let d = |readers_waiting, slots: usize| Some(Dest { readers_waiting, ring_bytes: slots * p1080 });
-        // A reader waiting on a 2-slot 1080p ring: 12.4 MB of slots, the source and the
-        // reader's copy (37 MB with 4 slots) fit in 32 MiB: memcpy.
-        assert_eq!(choose_write(p1080, llc, d(1, 2)), Kernel::Cached);
-        assert_eq!(choose_write(p1080, llc, d(3, 2)), Kernel::Cached);
-        // A 4-slot ring does not fit: stream, reader waiting or not.
-        assert_eq!(choose_write(p1080, llc, d(1, 4)), Kernel::Stream);
-        // Nobody waiting (a writer ahead of its readers), or nothing known: stream.
-        assert_eq!(choose_write(p1080, llc, d(0, 2)), Kernel::Stream);
+        // A reader waiting: the 1080p frame and its copy fit in 32 MiB, the 2160p frame does not.
+        assert_eq!(choose_write(p1080, llc, Some(1)), Kernel::Cached);
+        assert_eq!(choose_write(p1080, llc, Some(3)), Kernel::Cached);
+        assert_eq!(choose_write(p2160, llc, Some(1)), Kernel::Stream);
+        // Nobody waiting (a writer ahead of its readers), or unknown: stream.
+        assert_eq!(choose_write(p1080, llc, Some(0)), Kernel::Stream);
         assert_eq!(choose_write(p1080, llc, None), Kernel::Stream);
-        // A 2160p frame never fits 32 MiB with its copy; a huge cache holds a whole ring.
-        assert_eq!(choose_write(p2160, llc, Some(Dest { readers_waiting: 1, ring_bytes: p2160 })), Kernel::Stream);
-        assert_eq!(choose_write(p2160, 256 << 20, Some(Dest { readers_waiting: 1, ring_bytes: 4 * p2160 })), Kernel::Cached);
-        // A ring_bytes below the frame (a caller's slip) still counts the frame; no overflow.
-        assert_eq!(choose_write(p1080, 3 * p1080 - 1, Some(Dest { readers_waiting: 1, ring_bytes: 0 })), Kernel::Stream);
-        assert_eq!(choose_write(usize::MAX, llc, Some(Dest { readers_waiting: 1, ring_bytes: usize::MAX })), Kernel::Stream);
+        // A small cache: even a waited-for 1080p frame is streamed; a huge one keeps 2160p.
+        assert_eq!(choose_write(p1080, 8 << 20, Some(1)), Kernel::Stream);
+        assert_eq!(choose_write(p2160, 256 << 20, Some(1)), Kernel::Cached);
+        assert_eq!(choose_write(usize::MAX, llc, Some(1)), Kernel::Stream);
         let mut p = Plan::decide(&env(&[]));
         p.llc = Some(llc);
         if p.write_auto {
-            assert_eq!(p.write_kernel(p1080, d(1, 2)), Kernel::Cached);
-            assert_eq!(p.write_kernel(p1080, d(0, 2)), Kernel::Stream);
-            assert_eq!(p.write_kernel(STREAM_MIN - 1, d(0, 2)), Kernel::Cached);
+            assert_eq!(p.write_kernel(p1080, Some(1)), Kernel::Cached);
+            assert_eq!(p.write_kernel(p1080, Some(0)), Kernel::Stream);
+            assert_eq!(p.write_kernel(STREAM_MIN - 1, Some(0)), Kernel::Cached);
             p.llc = None; // DEFAULT_LLC: 8 MiB
-            assert_eq!(p.write_kernel(p1080, d(1, 1)), Kernel::Stream);
+            assert_eq!(p.write_kernel(p1080, Some(1)), Kernel::Stream);
             assert!(p.explain().contains("reader is waiting"));
         }
     }

@@ -300,7 +300,7 @@ impl Stream {
         }
         self.check_frame(data.len(), info)?;
         let mut guard = self.begin_write(deadline, check)?;
-        crate::copy::copy_frame_to(guard.payload_mut(), data, self.header().waiters.load(Ordering::Relaxed), (self.geometry.slot_count as u64 * self.geometry.frame_bytes) as usize);
+        crate::copy::copy_frame_to(guard.payload_mut(), data, self.header().waiters.load(Ordering::Relaxed));
         guard.commit(info)
     }
 
