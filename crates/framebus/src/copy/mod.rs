@@ -282,12 +282,45 @@ pub fn copy_frame(dst: &mut [u8], src: &[u8]) {
     run(p.write_kernel(src.len(), None), p, dst, src);
 }
 
+/// Large writes after one that found a reader asleep during which a reader counts as waiting
+/// even when none is asleep yet (see [`waiting_hint`]).
+pub const WAITING_MEMORY: u8 = 8;
+
+/// Whether to treat a large frame as waited for, and the new memory, from this thread's memory
+/// of recent large writes and the readers asleep now. A reader that takes every frame at once
+/// is asleep for most writes but not all: in a lock-step ping-pong it is sometimes still on its
+/// way into the wait (a quarter of 1080p writes on the 2-core VM), and those frames should not
+/// be streamed past the cache either. A writer ahead of its readers finds nobody asleep, and
+/// after [`WAITING_MEMORY`] such writes streams again.
+pub fn waiting_hint(memory: u8, readers_waiting: u32) -> (u32, u8) {
+    if readers_waiting > 0 {
+        (readers_waiting, WAITING_MEMORY)
+    } else if memory > 0 {
+        (1, memory - 1)
+    } else {
+        (0, 0)
+    }
+}
+
+thread_local! {
+    static WAITING: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
 /// [`copy_frame`] for a writer that knows how many readers are blocked waiting for this frame
 /// (the header's `waiters`): a frame a waiting reader reads at once stays in the cache where it
-/// fits ([`choose_write`]).
+/// fits ([`choose_write`], [`waiting_hint`]).
 pub fn copy_frame_to(dst: &mut [u8], src: &[u8], readers_waiting: u32) {
     let p = plan();
-    run(p.write_kernel(src.len(), Some(readers_waiting)), p, dst, src);
+    let waiting = if src.len() >= p.stream_min {
+        WAITING.with(|m| {
+            let (w, next) = waiting_hint(m.get(), readers_waiting);
+            m.set(next);
+            w
+        })
+    } else {
+        readers_waiting
+    };
+    run(p.write_kernel(src.len(), Some(waiting)), p, dst, src);
 }
 
 /// Copies a frame out of a slot into the caller's buffer (the reader's side).
@@ -381,6 +414,22 @@ mod tests {
             assert_eq!(p.write_kernel(p1080, Some(1)), Kernel::Stream);
             assert!(p.explain().contains("reader is waiting"));
         }
+    }
+
+    #[test]
+    fn a_reader_seen_waiting_counts_for_the_next_few_writes() {
+        // Asleep now: waiting, memory refilled.
+        assert_eq!(waiting_hint(0, 2), (2, WAITING_MEMORY));
+        // Not asleep this time, but it was a write ago: still waiting.
+        assert_eq!(waiting_hint(WAITING_MEMORY, 0), (1, WAITING_MEMORY - 1));
+        // A writer ahead of its readers: after WAITING_MEMORY writes nobody counts.
+        let mut m = WAITING_MEMORY;
+        for _ in 0..WAITING_MEMORY {
+            let (w, next) = waiting_hint(m, 0);
+            assert_eq!(w, 1);
+            m = next;
+        }
+        assert_eq!(waiting_hint(m, 0), (0, 0));
     }
 
     #[test]
