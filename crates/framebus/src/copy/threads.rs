@@ -87,6 +87,8 @@ pub fn split(n: usize, kernel: fn(&mut [u8], &[u8]), dst: &mut [u8], src: &[u8])
             j.work();
         });
     }
+    // The kernels cannot panic on two chunks of one length, so the caller always gets past its
+    // own work to the wait below, which is what keeps the buffers alive for the helpers.
     let mine = job.work();
     // Every chunk is taken; wait for those a helper is still copying (Acquire pairs with the
     // helper's Release, so its bytes are visible before the caller publishes the frame).
