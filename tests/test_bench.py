@@ -275,3 +275,114 @@ def test_openfilter_pipeline_splits_each_hop_where_the_transport_takes_and_gives
     assert res["frames"] == 1 and res["torn"] == 0  # the warm-up frame is not counted
     assert res["per_hop_ms"] == [6.0, 15.0, 24.0]
     assert [[part[k] for k in BREAKDOWN] for part in res["breakdown_ms"]] == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]
+
+
+# -- --load: busy processes beside a run -----------------------------------------------------------
+
+#: A generous bound for a process to appear or go (not a speed check: only ends a hung test).
+LOAD_WAIT = 60
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _busy_children(parent: int) -> List[int]:
+    """The --load processes of ``parent`` (children whose command line is the busy loop)."""
+    found = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", encoding="ascii") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{e}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"getppid" in cmd:
+            found.append(int(e))
+    return found
+
+
+def _left(before: Set[str]) -> Set[str]:
+    """Benchmark entries created since ``before`` whose creating process is gone (a run still
+    going on beside this test is not this test's leftover)."""
+    left = set()
+    for path in _ours() - before:
+        m = re.search(r"bench-(\d+)-", os.path.basename(path))
+        if not (m and _alive(int(m.group(1)))):
+            left.add(path)
+    return left
+
+
+def _wait_for(cond, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + LOAD_WAIT
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_load_processes_are_recorded_and_gone_afterwards(tmp_path) -> None:
+    before = _ours()
+    proc = _run(["W1", "--quick", "--smoke", "--load", "2", "--json", "run.json", "--markdown", "run.md"], str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(tmp_path / "run.json", encoding="utf-8") as f:
+        raw = json.load(f)
+    load = raw["settings"]["load"]
+    assert load["processes"] == 2 and len(load["pids"]) == 2
+    assert "--load 2" in raw["command"]
+    assert not [p for p in load["pids"] if _alive(p)]
+    assert "Load: 2 busy process" in (tmp_path / "run.md").read_text(encoding="utf-8")
+    assert _left(before) == set()
+    # Without --load the run says so.
+    proc = _run(["W1", "--quick", "--smoke", "--json", "idle.json"], str(tmp_path))
+    with open(tmp_path / "idle.json", encoding="utf-8") as f:
+        assert json.load(f)["settings"]["load"] is None
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_load_processes_never_outlive_the_run(tmp_path, sig: str) -> None:
+    """Ctrl-C stops them with the run; a run killed outright leaves them to exit on their own."""
+    import signal
+
+    before = _ours()
+    env = dict(os.environ, COLUMNS="200")
+    bench = subprocess.Popen([sys.executable, "-m", "framebus", "bench", "W2", "--load", "2"], cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: len(_busy_children(bench.pid)) == 2 or bench.poll() is not None, "the busy processes did not start")
+        pids = _busy_children(bench.pid)
+        assert len(pids) == 2 and bench.poll() is None
+        bench.send_signal(getattr(signal, sig))
+        bench.wait(timeout=LOAD_WAIT)
+        _wait_for(lambda: not [p for p in pids if _alive(p)], f"busy processes left after {sig}")
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    if sig == "SIGINT":  # a killed run cannot clean up its streams; an interrupted one does
+        assert _left(before) == set()
+    else:
+        for path in _left(before):  # what the killed run left: not this test's subject
+            subprocess.run(["rm", "-rf", path], check=False)
+
+
+def test_load_refuses_a_bad_count(tmp_path) -> None:
+    for bad in ("-1", "65"):
+        proc = _run(["W1", "--smoke", "--load", bad], str(tmp_path))
+        assert proc.returncode == 2 and "--load takes 0 to 64" in proc.stderr
+    proc = _run(["W1", "--smoke", "--load", "two"], str(tmp_path))
+    assert proc.returncode == 2 and "--load" in proc.stderr
+    from framebus.bench.load import Load
+
+    with pytest.raises(ValueError, match="between 0 and 64"):
+        Load(-1)
+    with pytest.raises(TypeError):
+        Load(2.0)  # type: ignore[arg-type]

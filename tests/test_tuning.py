@@ -87,3 +87,55 @@ def test_every_choice_copies_frames_exactly(env):
 def test_bench_explain_prints_the_plan():
     out = subprocess.run([sys.executable, "-m", "framebus", "bench", "--explain"], capture_output=True, text=True, timeout=60, check=True)
     assert "copy plan" in out.stdout and "write()" in out.stdout and "huge pages" in out.stdout
+
+
+def test_plan_keeps_a_waited_for_frame_in_the_cache_only_where_it_fits():
+    code = "import json, framebus.tuning as t; print(json.dumps(t.copy_plan(1920 * 1080 * 3)))"
+    plan = _plan_in_child({}, code)
+    llc = plan["llc_bytes"]
+    assert llc is None or (isinstance(llc, int) and llc > 0)
+    frame = plan["frame"]
+    if plan["write_auto"]:  # x86-64, FRAMEBUS_COPY unset
+        assert frame["write"] == "stream"  # nobody waiting: streamed past the cache
+        fits = llc is not None and 2 * frame["nbytes"] <= llc
+        assert frame["write_reader_waiting"] == ("cached" if fits else "stream")
+        assert "reader is waiting" in plan["explain"]
+    forced = _plan_in_child({"FRAMEBUS_COPY": "stream"}, code)
+    assert forced["write_auto"] is False
+    if forced["write_large"] == "stream":
+        assert forced["frame"]["write_reader_waiting"] == "stream"  # the override holds
+
+
+WAITING = """
+import json, threading, numpy as np, framebus
+name = NAME
+shape = (1080, 1920, 3)  # 6.2 MB: streamed unless a reader waits
+rng = np.random.default_rng(2)
+frames = [rng.integers(0, 255, shape, dtype=np.uint8) for _ in range(6)]
+ok = []
+with framebus.create(name, shape=shape, dtype="uint8", slots=4) as w:
+    with framebus.open(name, mode="lossless") as r:
+        out = np.empty(shape, np.uint8)
+        def read():
+            for f in frames:
+                r.read_new(timeout=10, out=out)  # asleep in the wait when most frames come
+                ok.append(bool(np.array_equal(out, f)))
+        t = threading.Thread(target=read)
+        t.start()
+        for f in frames:
+            w.write(f, timeout=10)
+            import time; time.sleep(0.01)
+        t.join(20)
+    w.unlink()
+print(json.dumps({"ok": ok}))
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"FRAMEBUS_COPY_THREADS": "2"}], ids=["auto", "2-threads"])
+def test_frames_a_reader_waits_for_arrive_exactly(env):
+    name = f"tuning-{uuid.uuid4().hex[:10]}"
+    try:
+        assert _plan_in_child(env, WAITING.replace("NAME", repr(name))) == {"ok": [True] * 6}
+    finally:
+        if name in framebus._native.stream_names():
+            framebus._native.unlink(name)

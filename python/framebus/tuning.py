@@ -45,7 +45,10 @@ def explain(nbytes: Optional[int] = None) -> str:
     text: str = plan["explain"]
     frame = plan.get("frame")
     if frame:
-        text += f"\nframe of {frame['nbytes']:,} bytes now: write {frame['write']}, read {frame['read']}, {frame['threads']} thread(s)"
+        text += (
+            f"\nframe of {frame['nbytes']:,} bytes now: write {frame['write']} "
+            f"({frame['write_reader_waiting']} when a reader is waiting for it), read {frame['read']}, {frame['threads']} thread(s)"
+        )
     return text
 
 

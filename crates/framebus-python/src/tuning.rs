@@ -6,7 +6,7 @@ use pyo3::types::PyDict;
 /// How this process copies frames: kernels, threads and page preparation, decided once from
 /// the machine and the FRAMEBUS_COPY / FRAMEBUS_COPY_THREADS / FRAMEBUS_HUGEPAGES /
 /// FRAMEBUS_PREFAULT environment variables. With `nbytes`, also what a frame of that size gets
-/// now ("frame": write/read kernel and threads). Copies nothing; raises ValueError for a
+/// now ("frame": write kernel with no reader waiting and with one, read kernel, threads). Copies nothing; raises ValueError for a
 /// negative size.
 #[pyfunction]
 #[pyo3(signature = (nbytes = None))]
@@ -22,6 +22,8 @@ pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<&Bound<'py, PyAny>>) -> Py
     d.set_item("features", p.features.clone())?;
     d.set_item("cpus", p.cpus)?;
     d.set_item("write_large", p.write_large.name())?;
+    d.set_item("write_auto", p.write_auto)?;
+    d.set_item("llc_bytes", p.llc)?;
     d.set_item("stream_min", p.stream_min)?;
     d.set_item("read", p.read.name())?;
     match p.threads {
@@ -39,7 +41,8 @@ pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<&Bound<'py, PyAny>>) -> Py
         let n = usize::try_from(n).map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("nbytes must be >= 0, got {n}")))?;
         let f = PyDict::new(py);
         f.set_item("nbytes", n)?;
-        f.set_item("write", p.write_kernel(n).name())?;
+        f.set_item("write", p.write_kernel(n, Some(0)).name())?;
+        f.set_item("write_reader_waiting", p.write_kernel(n, Some(1)).name())?;
         f.set_item("read", p.read.name())?;
         f.set_item("threads", p.threads_for(n, &framebus::copy::idle_cores))?;
         d.set_item("frame", f)?;

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, List, Optional, Sequence
 
 from .harness import Config, Context, Reporter
+from .load import Load
 from .records import Run, SuiteResult, machine_info, versions
 
 
@@ -81,21 +82,30 @@ def run(
     reporter: Optional[Reporter] = None,
     command: Optional[str] = None,
     on_error: Optional[Callable[[SuiteSpec, BaseException], None]] = None,
+    load: int = 0,
 ) -> Run:
     """Runs the named suites (all by default) and returns the :class:`Run`. Streams and files
     the run creates are removed when it ends, also on error or Ctrl-C. A suite that raises is
-    reported to ``on_error`` (re-raised when there is none) and the others still run."""
+    reported to ``on_error`` (re-raised when there is none) and the others still run. With
+    ``load``, that many busy processes (:class:`framebus.bench.load.Load`) spin beside every
+    suite; they are stopped when the run ends, however it ends, and recorded in
+    ``settings["load"]``. ValueError for an unknown suite or a load outside 0..64."""
     specs = resolve(names)
+    busy = Load(load)
     config = Config(quick=quick, smoke=smoke, large=large)
     ctx = Context(config, reporter or Reporter())
     result = Run(
-        command=command or " ".join(["framebus", "bench", *names] + (["--quick"] if quick else []) + (["--smoke"] if smoke else [])),
+        command=command or " ".join(["framebus", "bench", *names] + (["--quick"] if quick else []) + (["--smoke"] if smoke else []) + ([f"--load {load}"] if load else [])),
         machine=machine_info(),
         versions=versions(),
         settings={**asdict(config), "suites": [s.id for s in specs], "argv0": os.path.basename(sys.argv[0])},
     )
     t0 = time.perf_counter()
     try:
+        busy.start()
+        result.settings["load"] = busy.describe()
+        if busy.n:
+            ctx.reporter.note("load", f"{busy.n} busy process(es) beside the run: pids {', '.join(map(str, busy.pids))}")
         for spec in specs:
             try:
                 suite = spec.load()(ctx)
@@ -106,9 +116,10 @@ def run(
                 continue
             result.suites.append(suite)
     finally:
+        busy.stop()
         ctx.cleanup()
         result.seconds = time.perf_counter() - t0
     return result
 
 
-__all__ = ["SUITES", "SuiteSpec", "resolve", "run", "Run", "SuiteResult", "Config", "Context", "Reporter"]
+__all__ = ["Load", "SUITES", "SuiteSpec", "resolve", "run", "Run", "SuiteResult", "Config", "Context", "Reporter"]

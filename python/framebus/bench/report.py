@@ -114,7 +114,9 @@ def markdown(run: Run, compare: Optional[Run] = None, plots: Optional[Dict[str, 
         f"{m.get('memory_gib', '?')} GiB, kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}, "
         f"load average at start {', '.join(f'{x:.1f}' for x in m.get('loadavg', []))}  "
     )
-    out.append("Versions: " + ", ".join(f"{k} {v}" for k, v in run.versions.items()))
+    out.append("Versions: " + ", ".join(f"{k} {v}" for k, v in run.versions.items()) + "  ")
+    load = run.settings.get("load")
+    out.append(f"Load: {load['processes']} busy process(es) beside every suite ({load['kind']})" if load else "Load: none (no --load)")
     out.append("")
     out.append("Ratios say how many times better a row is than the reference on the table's first metric (>1 = better); the best peer excludes framebus and the limits.")
     for suite in run.suites:

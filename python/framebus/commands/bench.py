@@ -27,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
     p.add_argument("--compare", metavar="OLD.json", help="show each row's change against an earlier --json file")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
+    p.add_argument("--load", type=int, default=0, metavar="N", help="run N busy processes (CPU spin loops) beside the suites, started before and stopped after (recorded in the JSON and Markdown): measure on a busy machine")
     p.add_argument("--explain", action="store_true", help="print how this machine copies frames (kernel, threads, huge pages; framebus.tuning) before running; alone, print it and exit")
 
 
@@ -143,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
         specs = bench.resolve(args.suites)
     except ValueError as exc:
         return _fail(str(exc))
+    from ..bench.load import MAX_LOAD
+
+    if not 0 <= args.load <= MAX_LOAD:
+        return _fail(f"--load takes 0 to {MAX_LOAD} busy processes, got {args.load}")
     for path, what, is_dir in ((args.json, "--json file", False), (args.markdown, "--markdown file", False), (args.plot, "--plot directory", True)):
         err = _check_output(path, what, is_dir)
         if err:
@@ -177,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     def terminated(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)  # unwinds through the cleanups (streams, files, helpers)
 
-    signal.signal(signal.SIGTERM, terminated)
+    signal.signal(signal.SIGTERM, terminated)  # also stops the --load processes
 
     def on_error(spec: Any, exc: BaseException) -> None:
         failures.append(spec.id)
@@ -187,10 +192,10 @@ def run(args: argparse.Namespace) -> int:
     ids = [s.id for s in specs]
     if console is not None:
         with reporter.progress:
-            result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error)
+            result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error, load=args.load)
             reporter.finish()
     else:
-        result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error)
+        result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error, load=args.load)
 
     plots = None
     if args.plot:

@@ -332,7 +332,7 @@ impl Stream {
         }
         self.check_frame(data.len(), info)?;
         let mut guard = self.begin_write(deadline, check)?;
-        crate::copy::copy_frame(guard.payload_mut(), data);
+        crate::copy::copy_frame_to(guard.payload_mut(), data, self.header().waiters.load(Ordering::Relaxed));
         guard.commit(info)
     }
 
