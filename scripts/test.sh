@@ -8,6 +8,8 @@ step "installing framebus and its test extra into .venv (builds the Rust extensi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
+# The benchmark suite is a package of its own (kept out of framebus's runtime wheel).
+.venv/bin/python -m pip install -q --no-deps -e ./benches
 # The wheel installs framebus-openfilter.pth (FRAMEBUS_OPENFILTER=1 start-up hook); an editable
 # install does not, so put it where the wheel would.
 cp python/framebus-openfilter.pth "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"

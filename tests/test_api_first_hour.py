@@ -298,7 +298,7 @@ def test_openfilter_example_prints_only_its_table():
 def test_quieting_openfilter_leaves_framebus_loggers_alone(monkeypatch):
     import logging
 
-    from framebus.bench import openfilter_pipeline
+    from framebus_bench import openfilter_pipeline
 
     for key in ("DO_NOT_TRACK", "SCARF_NO_ANALYTICS", "LOG_LEVEL", "LOG_PATH"):
         monkeypatch.delenv(key, raising=False)  # restored after the test

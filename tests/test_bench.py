@@ -16,9 +16,9 @@ from typing import Dict, List, Set
 import pytest
 
 from framebus import cli
-from framebus.bench import SUITES, resolve
-from framebus.bench.harness import summarize
-from framebus.bench.records import ROLES, Metric, Row, SuiteResult, better_ratio, compute_ratios, load
+from framebus_bench import SUITES, resolve
+from framebus_bench.harness import summarize
+from framebus_bench.records import ROLES, Metric, Row, SuiteResult, better_ratio, compute_ratios, load
 
 #: A generous bound for the whole smoke run (it takes well under a minute on 2 cores).
 SMOKE_TIMEOUT = 240
@@ -233,8 +233,8 @@ def test_sweep_reports_every_size_and_a_crossover_per_peer(smoke: Dict[str, obje
 
 
 def test_sweep_crossover_is_the_size_from_which_framebus_stays_ahead() -> None:
-    from framebus.bench.records import Metric, Row
-    from framebus.bench.sweep import crossovers, size_label
+    from framebus_bench.records import Metric, Row
+    from framebus_bench.sweep import crossovers, size_label
 
     suite = SuiteResult("sweep", "t", "w")
     for n, fb, peer in ((64, 5.0, 4.0), (1024, 3.0, 4.0), (4096, 5.0, 4.0), (1 << 20, 3.0, 4.0), (4 << 20, 3.0, 9.0)):
@@ -245,7 +245,7 @@ def test_sweep_crossover_is_the_size_from_which_framebus_stays_ahead() -> None:
 
 
 def test_live_progress_notes_keep_square_brackets():
-    """A note such as "pip install 'framebus[bench]'" reaches a terminal whole (rich markup
+    """A note such as "pip install './benches[peers]'" reaches a terminal whole (rich markup
     would swallow "[bench]")."""
     import io
 
@@ -255,14 +255,14 @@ def test_live_progress_notes_keep_square_brackets():
 
     out = io.StringIO()
     reporter = _RichReporter(Console(file=out, force_terminal=False, width=200), 1)
-    reporter.note("W1", "iceoryx2: skipped (pip install 'framebus[bench]')")
-    assert "framebus[bench]" in out.getvalue()
+    reporter.note("W1", "iceoryx2: skipped (pip install './benches[peers]')")
+    assert "./benches[peers]" in out.getvalue()
 
 
 def test_openfilter_pipeline_splits_each_hop_where_the_transport_takes_and_gives_the_frame():
     """The OpenFilter waterfall's arithmetic (no OpenFilter needed): per hop, the sender's out,
     the encoder's in, the decoder's out and the receiver's in, in that order in ``t``."""
-    from framebus.bench.openfilter_pipeline import BREAKDOWN, summarize as of_summarize
+    from framebus_bench.openfilter_pipeline import BREAKDOWN, summarize as of_summarize
 
     ms = 1_000_000
     # [0, then per hop: out, enc, dec, in] with before/transport/after of 1/2/3, 4/5/6, 7/8/9 ms
@@ -380,9 +380,29 @@ def test_load_refuses_a_bad_count(tmp_path) -> None:
         assert proc.returncode == 2 and "--load takes 0 to 64" in proc.stderr
     proc = _run(["W1", "--smoke", "--load", "two"], str(tmp_path))
     assert proc.returncode == 2 and "--load" in proc.stderr
-    from framebus.bench.load import Load
+    from framebus_bench.load import Load
 
     with pytest.raises(ValueError, match="between 0 and 64"):
         Load(-1)
     with pytest.raises(TypeError):
         Load(2.0)  # type: ignore[arg-type]
+
+
+def test_bench_without_the_suite_says_how_to_install_it(monkeypatch, capsys):
+    """The suite is a package of its own (not in framebus's wheel): without it, `framebus bench`
+    says how to install it and exits 1."""
+    import builtins
+
+    from framebus import cli
+
+    real_import = builtins.__import__
+
+    def no_suite(mod, *args, **kwargs):
+        if mod.startswith("framebus_bench"):
+            raise ModuleNotFoundError("No module named 'framebus_bench'", name="framebus_bench")
+        return real_import(mod, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_suite)
+    assert cli.main(["bench", "--list"]) == 1
+    err = capsys.readouterr().err
+    assert "benchmark suite is not installed" in err and "./benches[peers]" in err

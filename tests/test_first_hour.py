@@ -316,13 +316,13 @@ def test_messages_say_what_to_do(name):
         framebus.unlink(name)
 
 
-def test_bench_hints_keep_the_extra_name():
-    from framebus.bench import transport
+def test_bench_hints_name_the_suite_package_and_its_peers():
+    from framebus_bench import transport
 
     res = run_cli("bench", "W1", "--smoke", "--quick")
     assert res.returncode == 0, res.stderr
     if "is not installed" in res.stdout:
-        assert "framebus[bench]" in res.stdout
+        assert "./benches[peers]" in res.stdout
     assert transport is not None
 
 

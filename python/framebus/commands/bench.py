@@ -13,6 +13,14 @@ import sys
 import time
 from typing import Any, List, Optional
 
+#: What to do when the suite is not installed: it is a package of its own, kept out of framebus's
+#: runtime wheel.
+NEEDS_SUITE = (
+    "the benchmark suite is not installed: it is the framebus-bench package in the benches/ folder of "
+    "framebus's repository; from a checkout: pip install './benches[peers]' (peers: pyshmem, turbopipe, "
+    "pyzmq, iceoryx2, imageio-ffmpeg, measured beside framebus)"
+)
+
 HELP = "benchmark framebus against pyshmem, pyzmq, iceoryx2, turbopipe and the physical limits"
 
 
@@ -126,8 +134,13 @@ def run(args: argparse.Namespace) -> int:
     """Checks the arguments (exit code 2 with a message when they are wrong), runs the suites
     with a progress display, prints the tables and writes the requested files. Exit code 1 when
     a suite failed."""
-    from .. import bench
-    from ..bench import records, report
+    try:
+        import framebus_bench as bench
+        from framebus_bench import records, report
+    except ImportError as exc:
+        if exc.name not in ("framebus_bench", None):
+            raise
+        return _fail(NEEDS_SUITE, 1)
 
     if args.list:
         for s in bench.SUITES:
@@ -144,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         specs = bench.resolve(args.suites)
     except ValueError as exc:
         return _fail(str(exc))
-    from ..bench.load import MAX_LOAD
+    from framebus_bench.load import MAX_LOAD
 
     if not 0 <= args.load <= MAX_LOAD:
         return _fail(f"--load takes 0 to {MAX_LOAD} busy processes, got {args.load}")
@@ -164,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            return _fail("--plot needs matplotlib: pip install 'framebus[bench]'")
+            return _fail("--plot needs matplotlib: pip install './benches[peers]'")
 
     try:
         from rich.console import Console
@@ -199,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
 
     plots = None
     if args.plot:
-        from ..bench import plots as plotting
+        from framebus_bench import plots as plotting
 
         plots = plotting.write_plots(result, args.plot)
         if args.markdown:  # links relative to the Markdown file

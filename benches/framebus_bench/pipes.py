@@ -181,7 +181,7 @@ def _methods(ctx: Context, sid: str) -> List[Tuple[str, str, str, Optional[Calla
 
         out.append(("turbopipe 2.1 pipe()", "turbopipe", "peer", feed_turbopipe))
     except ImportError:
-        ctx.note(sid, "turbopipe: skipped (not installed; pip install 'framebus[bench]')")
+        ctx.note(sid, "turbopipe: skipped (not installed; pip install './benches[peers]')")
     out.append(("limit: FFmpeg reads a /dev/shm file", "limit", "limit", None))
     return out
 

@@ -262,7 +262,7 @@ def run(ctx: Context) -> SuiteResult:
 
 # -- OpenFilter rows: the same kind of pipeline run by OpenFilter's runner ----------------------
 
-#: (transport of framebus.bench.openfilter_pipeline, row label, family, role)
+#: (transport of framebus_bench.openfilter_pipeline, row label, family, role)
 OPENFILTER_VARIANTS = [
     ("zmq", "OpenFilter ZMQ", "openfilter", "peer"),
     ("openfilter-shm", "OpenFilter SHM", "openfilter", "peer"),
@@ -283,7 +283,7 @@ def _openfilter_cases(ctx: Context, sid: str) -> List[str]:
 
 def _openfilter_rows(ctx: Context, suite: SuiteResult, sid: str, resolutions: List[str]) -> None:
     """Source -> filter -> filter -> sink under OpenFilter's runner over its ZeroMQ, its shared
-    memory and framebus (framebus.bench.openfilter_pipeline, each in a fresh interpreter); one
+    memory and framebus (framebus_bench.openfilter_pipeline, each in a fresh interpreter); one
     row per transport, its hops in the waterfall."""
     from types import SimpleNamespace
 

@@ -141,7 +141,7 @@ class Iceoryx2(Transport):
         try:
             import iceoryx2  # noqa: F401
         except ImportError:
-            return "iceoryx2 is not installed (pip install 'framebus[bench]')"
+            return "iceoryx2 is not installed (pip install './benches[peers]')"
         return None
 
     def writer(self) -> Writer:

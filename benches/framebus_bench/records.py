@@ -219,7 +219,7 @@ def machine_info() -> Dict[str, Any]:
     except OSError:
         pass
     try:
-        from .. import tuning
+        from framebus import tuning
 
         plan = tuning.copy_plan()
         info["copy_plan"] = {k: v for k, v in plan.items() if k != "explain"}

@@ -2,11 +2,11 @@
 instead, in one run on one machine (see docs/benchmarks.md).
 
 Suites are plain modules, one per workload family (W1..W9 of the project's benchmark plan),
-sharing :mod:`framebus.bench.harness`. ``framebus bench`` (framebus.commands.bench) runs them
+sharing :mod:`framebus_bench.harness`. ``framebus bench`` (framebus.commands.bench) runs them
 with a progress display and writes tables, JSON and plots; :func:`run` does the same from
 Python::
 
-    from framebus.bench import run
+    from framebus_bench import run
     result = run(["W1", "W3"], quick=True)
 """
 
@@ -87,7 +87,7 @@ def run(
     """Runs the named suites (all by default) and returns the :class:`Run`. Streams and files
     the run creates are removed when it ends, also on error or Ctrl-C. A suite that raises is
     reported to ``on_error`` (re-raised when there is none) and the others still run. With
-    ``load``, that many busy processes (:class:`framebus.bench.load.Load`) spin beside every
+    ``load``, that many busy processes (:class:`framebus_bench.load.Load`) spin beside every
     suite; they are stopped when the run ends, however it ends, and recorded in
     ``settings["load"]``. ValueError for an unknown suite or a load outside 0..64."""
     specs = resolve(names)

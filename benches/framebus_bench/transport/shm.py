@@ -82,7 +82,7 @@ class Pyshmem(Transport):
         try:
             _module(cls.module)
         except ImportError:
-            return f"{cls.module} is not installed (pip install 'framebus[bench]')"
+            return f"{cls.module} is not installed (pip install './benches[peers]')"
         return None
 
     def create(self) -> None:

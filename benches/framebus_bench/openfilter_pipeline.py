@@ -22,7 +22,7 @@ work in the sending process after ``process()`` returned (its request bookkeepin
 transports differ); *after*:
 OpenFilter's own work in the receiving process before it calls ``process()``.
 
-Run ``python -m framebus.bench.openfilter_pipeline --help`` (or examples/openfilter_pipeline.py).
+Run ``python -m framebus_bench.openfilter_pipeline --help`` (or examples/openfilter_pipeline.py).
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def run_isolated(transport: str, resolution: str, frames: int, interval: Optiona
     """``run_one`` in a fresh interpreter (so transports do not share patches or environment)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
-    cmd = [sys.executable, "-m", "framebus.bench.openfilter_pipeline", "--transport", transport, "--resolution", resolution]
+    cmd = [sys.executable, "-m", "framebus_bench.openfilter_pipeline", "--transport", transport, "--resolution", resolution]
     cmd += ["--frames", str(frames), "--json", out, "--quiet"]
     if interval is not None:
         cmd += ["--interval", str(interval)]

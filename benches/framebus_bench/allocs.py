@@ -24,7 +24,7 @@ from .harness import Context
 from .records import Column, Metric, Row, SuiteResult
 
 COUNTER_SOURCE = r"""
-/* framebus bench: counts allocator calls (built by framebus.bench.allocs). */
+/* framebus bench: counts allocator calls (built by framebus_bench.allocs). */
 #include <stddef.h>
 #include <errno.h>
 extern void *__libc_malloc(size_t);
@@ -400,7 +400,7 @@ def run(ctx: Context) -> SuiteResult:
     for fam in families:
         label, role, _b = FAMILIES[fam]
         prefix = ctx.name("w8")
-        code = "import sys; from framebus.bench.allocs import child_main; child_main(sys.argv[1:])"
+        code = "import sys; from framebus_bench.allocs import child_main; child_main(sys.argv[1:])"
         args = [sys.executable, "-c", code, fam, prefix, "x".join(map(str, shape)), str(n), lib]
         try:
             proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)

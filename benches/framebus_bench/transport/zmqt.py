@@ -116,7 +116,7 @@ class Zmq(Transport):
         try:
             import zmq  # noqa: F401
         except ImportError:
-            return "pyzmq is not installed (pip install 'framebus[bench]')"
+            return "pyzmq is not installed (pip install './benches[peers]')"
         return None
 
     def destroy(self) -> None:
