@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+mod args;
 mod array;
 mod errors;
 mod frame;
@@ -93,7 +94,7 @@ fn segment_bytes(
 macro_rules! int_arg {
     ($name:ident, $ty:ty, $what:literal, $range:literal) => {
         fn $name(value: &Bound<'_, PyAny>) -> PyResult<$ty> {
-            value.extract().map_err(|e| stream::out_of_range(value, e, $what, $range))
+            value.extract().map_err(|e| args::out_of_range(value, e, $what, $range))
         }
     };
 }

@@ -19,7 +19,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 
 use crate::array::data_ptr;
 use crate::errors::{ErrorKind, PipeFailure, SignalCheck};
-use crate::stream::deadline;
+use crate::args::deadline;
 
 /// The memory of a queued job and what keeps it alive until the job is finished: a buffer
 /// export (the Py_buffer, whose `obj` is a strong reference to the exporter) or, for a
@@ -281,7 +281,7 @@ fn writers_of(fd: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<std::sync::Arc<Writ
 /// to any descriptor, still covers that memory (errors are left for the next call on the fd).
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
-pub fn sync(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::stream::seconds)] timeout: Option<f64>) -> PyResult<()> {
+pub fn sync(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::args::seconds)] timeout: Option<f64>) -> PyResult<()> {
     if let Some(data) = fd.filter(|f| is_buffer_not_fd(f)) {
         return sync_memory(py, data, timeout);
     }
@@ -324,7 +324,7 @@ fn sync_memory(py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) ->
 /// close the descriptor itself. A later pipe() to it starts a new writer.
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
-pub fn close(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::stream::seconds)] timeout: Option<f64>) -> PyResult<()> {
+pub fn close(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::args::seconds)] timeout: Option<f64>) -> PyResult<()> {
     finish_each(py, fd, timeout, true)
 }
 
@@ -388,7 +388,7 @@ fn queue_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
     if value.is_none() {
         return Ok(None);
     }
-    value.extract().map(Some).map_err(|e| crate::stream::out_of_range(value, e, "queue", "1 to 2**20"))
+    value.extract().map(Some).map_err(|e| crate::args::out_of_range(value, e, "queue", "1 to 2**20"))
 }
 
 /// `configure(pipe_size=)`: None or an int (a huge one is a ValueError naming it).
@@ -396,7 +396,7 @@ fn pipe_size_arg(value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
     if value.is_none() {
         return Ok(None);
     }
-    value.extract().map(Some).map_err(|e| crate::stream::out_of_range(value, e, "pipe_size", "0 to 2**63-1 (or None)"))
+    value.extract().map(Some).map_err(|e| crate::args::out_of_range(value, e, "pipe_size", "0 to 2**63-1 (or None)"))
 }
 
 fn options_dict<'py>(py: Python<'py>, o: &Options) -> PyResult<Bound<'py, PyDict>> {

@@ -9,6 +9,7 @@ use framebus::{Deadline, Error, FrameInfo, Pinned};
 use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use crate::args::small_shape;
 use crate::array::{data_ptr, DataPtr};
 use crate::errors::CoreError;
 use crate::frame::PyFrame;
@@ -95,7 +96,7 @@ impl PyStream {
     /// into `out` when given; None before the first frame (for `read`).
     pub(crate) fn read_variable<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         let s = self.handle(py)?;
-        let deadline = crate::stream::deadline(py, timeout)?;
+        let deadline = crate::args::deadline(py, timeout)?;
         let pinned = if new {
             self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?
         } else {
@@ -165,23 +166,4 @@ impl PyStream {
         let spec = parts.parts[0].spec.clone_ref(py);
         Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts))
     }
-}
-
-/// A shape given as an int or a tuple of up to `MAX_NDIM` non-negative ints, on the stack; None for
-/// anything else (the slow path then says what is wrong).
-pub(crate) fn small_shape(shape: &Bound<'_, PyAny>) -> Option<([u64; framebus::ring::layout::MAX_NDIM], usize)> {
-    let mut dims = [0u64; framebus::ring::layout::MAX_NDIM];
-    // Type checks first: a failed extraction builds a Python exception (slow).
-    if shape.is_instance_of::<pyo3::types::PyInt>() {
-        dims[0] = shape.extract::<u64>().ok()?;
-        return Some((dims, 1));
-    }
-    let t = shape.cast::<pyo3::types::PyTuple>().ok()?;
-    if t.len() > dims.len() {
-        return None;
-    }
-    for (d, item) in dims.iter_mut().zip(t.iter()) {
-        *d = item.extract::<u64>().ok()?;
-    }
-    Some((dims, t.len()))
 }

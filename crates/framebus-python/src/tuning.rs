@@ -12,7 +12,7 @@ use pyo3::types::PyDict;
 #[pyo3(signature = (nbytes = None))]
 pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
     let nbytes: Option<i64> = match nbytes.filter(|v| !v.is_none()) {
-        Some(v) => Some(v.extract().map_err(|e| crate::stream::out_of_range(v, e, "nbytes", "0 to 2**63-1"))?),
+        Some(v) => Some(v.extract().map_err(|e| crate::args::out_of_range(v, e, "nbytes", "0 to 2**63-1"))?),
         None => None,
     };
     use framebus::copy::{plan, Threads};
