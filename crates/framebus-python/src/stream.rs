@@ -382,8 +382,9 @@ impl PyStream {
         let src = self.spec.source(py, &self.name, value)?;
         let meta = meta_of(py, meta)?;
         let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
+        // The core's write checks the frame (size, metadata, sequence number) before it claims
+        // a slot: nothing is checked twice here.
         let len = self.spec.frame_bytes;
-        s.check_frame(len, &info).map_err(CoreError)?;
         let deadline = deadline(py, timeout)?;
         let ptr: DataPtr = data_ptr(&src);
         let before = s.lock_recoveries();
