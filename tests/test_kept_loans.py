@@ -10,7 +10,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import framebus
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kept_loan_children as children  # noqa: E402
+from test_frame_integrity import _drain  # noqa: E402
 
 
 @pytest.fixture
@@ -69,21 +69,6 @@ def test_several_kept_arrays_on_four_slots(name):
         rd.close()
 
 
-def _drain(fd: int, nbytes: int) -> "tuple[threading.Thread, bytearray]":
-    got = bytearray()
-
-    def run() -> None:
-        while len(got) < nbytes:
-            chunk = os.read(fd, nbytes - len(got))
-            if not chunk:
-                break
-            got.extend(chunk)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, got
-
-
 def test_a_loan_handed_to_a_pipe_then_writes(name):
     """A loan given to pipe() (written with vmsplice: the pipe refers to the slot's pages until
     its reader has read them), its array left bound, then write()s on a 2-slot ring: the writer
@@ -91,7 +76,7 @@ def test_a_loan_handed_to_a_pipe_then_writes(name):
     w = framebus.create(name, shape=(512, 1024), dtype=np.uint8, slots=2)
     r, wfd = os.pipe()
     try:
-        reader, got = _drain(r, 3 * 512 * 1024)
+        reader = _drain(r, 3 * 512 * 1024, delay=0)
         for value in (7, 8, 9):
             with w.loan(timeout=10) as buf:
                 buf[:] = value
@@ -101,7 +86,7 @@ def test_a_loan_handed_to_a_pipe_then_writes(name):
             assert (buf == value).all()
         framebus.sync(wfd, timeout=10)
         reader.join(10)
-        assert bytes(got) == b"\x07" * (512 * 1024) + b"\x08" * (512 * 1024) + b"\x09" * (512 * 1024)
+        assert bytes(reader.got) == b"\x07" * (512 * 1024) + b"\x08" * (512 * 1024) + b"\x09" * (512 * 1024)
     finally:
         framebus.pipes.close(wfd)
         os.close(r)
