@@ -13,6 +13,7 @@ mod loan;
 mod monitor;
 mod pipe;
 mod stream;
+mod stream_fixed;
 mod stream_variable;
 mod tuning;
 

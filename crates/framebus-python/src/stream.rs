@@ -4,14 +4,14 @@
 use std::sync::{Arc, RwLock};
 
 use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, StreamSpec};
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
+use numpy::PyArrayDescr;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::args::{after_arg, deadline, frame_id_arg, meta_of, seconds, spec_count, unsigned};
-use crate::array::{data_ptr, DataPtr, FrameSpec};
+use crate::array::{DataPtr, FrameSpec};
 use crate::errors::{CoreError, ErrorKind, SignalCheck};
 use crate::frame::PyFrame;
 use crate::frame_arrays::{DescrCache, LayoutCache, ReadCache};
@@ -25,19 +25,33 @@ pub(crate) const DETACH_BYTES: usize = 256 * 1024;
 pub struct PyStream {
     pub(crate) name: Arc<str>,
     inner: RwLock<Option<Arc<framebus::Stream>>>,
-    spec: FrameSpec,
-    /// Frames carry their own table of arrays (created with a capacity).
-    variable: bool,
-    /// dtypes of variable-shape frames, built once per dtype string.
-    pub(crate) descrs: DescrCache,
-    /// The last frame table read and its arrays (variable-shape streams).
-    pub(crate) read_cache: ReadCache,
-    /// The last single-array layouts written and loaned (variable-shape streams).
-    pub(crate) write_layout: LayoutCache,
-    pub(crate) loan_layout: LayoutCache,
+    pub(crate) spec: FrameSpec,
+    /// One shape and dtype for every frame, or a table of arrays in each (and its caches).
+    layout: Layout,
     slots: u32,
     meta_capacity: u32,
     mode: ReaderMode,
+}
+
+/// How a stream's frames are laid out: the two code paths of the bindings. A fixed stream's
+/// frames all have the stream's shape and dtype (stream_fixed.rs); a variable-shape stream's
+/// frames each carry their own table of arrays (stream_variable.rs), which needs the caches.
+pub(crate) enum Layout {
+    Fixed,
+    Variable(VariableCaches),
+}
+
+/// What a variable-shape stream remembers between frames, so that a frame laid out like the
+/// last one costs no planning and no allocation.
+#[derive(Default)]
+pub(crate) struct VariableCaches {
+    /// dtypes of the frames' arrays, built once per dtype string.
+    pub(crate) descrs: DescrCache,
+    /// The last frame table read and its arrays.
+    pub(crate) read_cache: ReadCache,
+    /// The last single-array layouts written and loaned.
+    pub(crate) write_layout: LayoutCache,
+    pub(crate) loan_layout: LayoutCache,
 }
 
 /// (seq, timestamp_ns, frame_id, meta) of a frame read with its record.
@@ -93,7 +107,7 @@ impl PyStream {
     }
 
     /// InvalidArgumentError when a fixed-shape stream is given per-frame layout arguments.
-    fn refuse_layout(&self, py: Python<'_>, given: bool, what: &str) -> PyResult<()> {
+    pub(crate) fn refuse_layout(&self, py: Python<'_>, given: bool, what: &str) -> PyResult<()> {
         if !given {
             return Ok(());
         }
@@ -101,6 +115,28 @@ impl PyStream {
             ErrorKind::InvalidArgument.class(py)?,
             (format!("stream {:?} has a fixed frame shape; {what} need a variable-shape stream (framebus.create(name, capacity=...))", self.name),),
         ))
+    }
+
+    /// Whether each frame carries its own table of arrays.
+    pub(crate) fn is_variable(&self) -> bool {
+        matches!(self.layout, Layout::Variable(_))
+    }
+
+    /// Copies the newest frame (or the next new one, `new`), into `out` when given, with its
+    /// record when `with_info`: the one read of both layouts.
+    fn read_frame<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+        match &self.layout {
+            Layout::Fixed => self.read_fixed(py, new, out, timeout, with_info).map(|(a, i)| (a.into_any(), i)),
+            Layout::Variable(v) => self.read_variable(py, v, new, out, timeout, with_info),
+        }
+    }
+
+    /// A view of a pinned frame of this stream.
+    fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: framebus::Pinned) -> PyResult<PyFrame> {
+        match &self.layout {
+            Layout::Fixed => Ok(PyFrame::new(py, &self.name, &self.spec, pinned)),
+            Layout::Variable(v) => self.frame_view_variable(py, v, s, pinned),
+        }
     }
 
     /// Warns (LockRecoveredWarning) when `before` differs from the handle's takeover count.
@@ -111,51 +147,6 @@ impl PyStream {
             PyErr::warn(py, &cls, &std::ffi::CString::new(msg).unwrap_or_default(), 2)?;
         }
         Ok(())
-    }
-
-    /// Copies the newest frame (or the next new one) into `out` (or a new array); returns the
-    /// array and (seq, timestamp_ns, frame_id, meta) when `with_info`.
-    fn read_impl<'py>(
-        &self,
-        py: Python<'py>,
-        new: bool,
-        out: Option<&Bound<'py, PyAny>>,
-        timeout: Option<f64>,
-        with_info: bool,
-    ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<FrameRecord>)> {
-        let s = self.handle(py)?;
-        let deadline = deadline(py, timeout)?;
-        let arr = match out {
-            Some(o) => self.spec.destination(py, &self.name, o)?,
-            None => self.spec.empty(py)?,
-        };
-        let dst = data_ptr(&arr);
-        let len = self.spec.frame_bytes;
-        let heavy = len >= DETACH_BYTES;
-        let copy = move |f: &framebus::FrameRef<'_>| {
-            let n = f.payload.len().min(len);
-            // SAFETY: dst points to a C-contiguous buffer of `len` bytes kept alive by `arr`
-            // for the whole call, which nothing else borrows meanwhile; n <= len.
-            let out = unsafe { std::slice::from_raw_parts_mut(dst.get(), n) };
-            framebus::copy::copy_out(out, &f.payload[..n]);
-            with_info.then(|| (f.seq, f.timestamp_ns, f.frame_id, f.meta.to_vec()))
-        };
-        let info = if new {
-            self.blocking(py, deadline, heavy, |d, check| s.read_new(d, check, copy))?
-        } else {
-            let r = if heavy { py.detach(|| s.read_latest(copy)) } else { s.read_latest(copy) };
-            match r {
-                Ok(info) => info,
-                Err(Error::Empty { .. }) => {
-                    // Nothing written yet: a stream reads as zeros (as pyshmem's do).
-                    // SAFETY: dst/len describe arr's buffer, alive for this call.
-                    unsafe { std::ptr::write_bytes(dst.get(), 0, len) };
-                    with_info.then(|| (0, 0, 0, Vec::new()))
-                }
-                Err(e) => return Err(CoreError(e).into()),
-            }
-        };
-        Ok((arr, info))
     }
 }
 
@@ -218,11 +209,7 @@ impl PyStream {
             slots: spec.slots,
             meta_capacity: spec.meta_capacity,
             mode: stream.mode(),
-            variable: spec.variable,
-            descrs: DescrCache::default(),
-            read_cache: ReadCache::default(),
-            write_layout: LayoutCache::default(),
-            loan_layout: LayoutCache::default(),
+            layout: if spec.variable { Layout::Variable(VariableCaches::default()) } else { Layout::Fixed },
             inner: RwLock::new(Some(Arc::new(stream))),
         })
     }
@@ -236,13 +223,13 @@ impl PyStream {
     /// Frame shape; None for a variable-shape stream (each frame has its own).
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyTuple>> {
-        (!self.variable).then(|| self.spec.shape_tuple.bind(py).clone())
+        (!self.is_variable()).then(|| self.spec.shape_tuple.bind(py).clone())
     }
 
     /// Frame dtype; None for a variable-shape stream (each frame has its own).
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArrayDescr>> {
-        (!self.variable).then(|| self.spec.dtype.bind(py).clone())
+        (!self.is_variable()).then(|| self.spec.dtype.bind(py).clone())
     }
 
     /// Bytes per frame (for a variable-shape stream: the capacity, the most a frame may hold).
@@ -254,13 +241,13 @@ impl PyStream {
     /// Bytes of arrays a frame of a variable-shape stream may hold; None for a fixed shape.
     #[getter]
     fn capacity(&self) -> Option<usize> {
-        self.variable.then_some(self.spec.frame_bytes)
+        self.is_variable().then_some(self.spec.frame_bytes)
     }
 
     /// Whether each frame carries its own shape and dtype (created with a capacity).
     #[getter]
     fn variable(&self) -> bool {
-        self.variable
+        self.is_variable()
     }
 
     /// Frames in the ring.
@@ -371,28 +358,14 @@ impl PyStream {
     fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
-        if self.variable {
-            let meta = meta_of(py, meta)?;
-            let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
-            let before = s.lock_recoveries();
-            self.write_variable(py, &s, value, &info, codec, deadline(py, timeout)?)?;
-            return self.warn_recovered(py, &s, before);
-        }
-        self.refuse_layout(py, codec.is_some(), "codec=")?;
-        let src = self.spec.source(py, &self.name, value)?;
         let meta = meta_of(py, meta)?;
         let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
-        // The core's write checks the frame (size, metadata, sequence number) before it claims
-        // a slot: nothing is checked twice here.
-        let len = self.spec.frame_bytes;
         let deadline = deadline(py, timeout)?;
-        let ptr: DataPtr = data_ptr(&src);
         let before = s.lock_recoveries();
-        self.blocking(py, deadline, len >= DETACH_BYTES, |d, check| {
-            // SAFETY: ptr points to `len` bytes of a C-contiguous array kept alive by `src`.
-            let data = unsafe { std::slice::from_raw_parts(ptr.get(), len) };
-            s.write(data, &info, d, check)
-        })?;
+        match &self.layout {
+            Layout::Fixed => self.write_fixed(py, &s, value, &info, codec, deadline)?,
+            Layout::Variable(v) => self.write_variable(py, v, &s, value, &info, codec, deadline)?,
+        }
         self.warn_recovered(py, &s, before)
     }
 
@@ -426,60 +399,40 @@ impl PyStream {
     fn clear(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<()> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
-        if self.variable {
-            return self.clear_variable(py, &s, deadline);
+        match &self.layout {
+            Layout::Fixed => self.clear_fixed(py, &s, deadline),
+            Layout::Variable(_) => self.clear_variable(py, &s, deadline),
         }
-        self.blocking(py, deadline, true, |d, check| {
-            let mut guard = s.begin_write(d, check)?;
-            guard.payload_mut().fill(0);
-            guard.commit(&FrameInfo { frame_id: Some(0), ..FrameInfo::default() })
-        })?;
-        Ok(())
     }
 
     /// Copy of the newest frame (never waits).
     #[pyo3(signature = (*, out = None))]
     fn read<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        if self.variable {
-            return Ok(self.read_variable(py, false, out, None, false)?.0);
-        }
-        Ok(self.read_impl(py, false, out, None, false)?.0.into_any())
+        Ok(self.read_frame(py, false, out, None, false)?.0)
     }
 
     /// Copies the newest frame into `out` and returns `out`.
     fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        if self.variable {
-            return Ok(self.read_variable(py, false, Some(out), None, false)?.0);
-        }
-        Ok(self.read_impl(py, false, Some(out), None, false)?.0.into_any())
+        Ok(self.read_frame(py, false, Some(out), None, false)?.0)
     }
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
     #[pyo3(signature = (*, timeout = None, out = None))]
     fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        if self.variable {
-            return Ok(self.read_variable(py, true, out, timeout, false)?.0);
-        }
-        Ok(self.read_impl(py, true, out, timeout, false)?.0.into_any())
+        Ok(self.read_frame(py, true, out, timeout, false)?.0)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the newest frame, read together.
     #[pyo3(signature = (*, out = None))]
     fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = match self.variable {
-            true => self.read_variable(py, false, out, None, true)?,
-            false => self.read_impl(py, false, out, None, true).map(|(a, i)| (a.into_any(), i))?,
-        };
+        let (arr, info) = self.read_frame(py, false, out, None, true)?;
         info_tuple(py, arr, info)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
     #[pyo3(signature = (*, timeout = None, out = None))]
     fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = match self.variable {
-            true => self.read_variable(py, true, out, timeout, true)?,
-            false => self.read_impl(py, true, out, timeout, true).map(|(a, i)| (a.into_any(), i))?,
-        };
+        let (arr, info) = self.read_frame(py, true, out, timeout, true)?;
         info_tuple(py, arr, info)
     }
 
@@ -506,10 +459,7 @@ impl PyStream {
             other => other,
         }
         .map_err(CoreError)?;
-        if self.variable {
-            return self.frame_view(py, &s, pinned);
-        }
-        Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
+        self.frame_view(py, &s, pinned)
     }
 
     /// Zero-copy view of the next frame this handle has not seen (read_new semantics).
@@ -518,10 +468,7 @@ impl PyStream {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?;
-        if self.variable {
-            return self.frame_view(py, &s, pinned);
-        }
-        Ok(PyFrame::new(py, &self.name, &self.spec, pinned))
+        self.frame_view(py, &s, pinned)
     }
 
     /// Zero-copy view of frame `seq` if the ring still holds it, else None (see docs in the stub).
@@ -534,10 +481,7 @@ impl PyStream {
         let Some(pinned) = s.pin_seq(seq) else {
             return Ok(None);
         };
-        if self.variable {
-            return self.frame_view(py, &s, pinned).map(Some);
-        }
-        Ok(Some(PyFrame::new(py, &self.name, &self.spec, pinned)))
+        self.frame_view(py, &s, pinned).map(Some)
     }
 
     /// A writable array in the next free slot, published on commit / clean `with` exit.
@@ -561,27 +505,14 @@ impl PyStream {
         let s = self.handle(py)?;
         let meta = meta_of(py, meta)?.as_slice().to_vec();
         let values = LoanValues { frame_id, meta, timestamp_ns, seq };
-        if self.variable {
-            let layout = self.loan_table(py, &s, (shape, dtype, nbytes, arrays), codec)?;
-            return self.loan_variable(py, &s, layout, values, deadline(py, timeout)?);
-        }
-        self.refuse_layout(py, nbytes.is_some() || arrays.is_some() || codec.is_some(), "nbytes=, arrays= and codec=")?;
-        if shape.is_some() || dtype.is_some() {
-            let shape_ok = shape.is_none_or(|sh| crate::args::small_shape(sh).is_some_and(|(d, n)| d[..n].iter().map(|&x| x as usize).eq(self.spec.shape.iter().copied())));
-            let dtype_ok = dtype.is_none_or(|dt| PyArrayDescr::new(py, dt).is_ok_and(|d| d.is_equiv_to(self.spec.dtype.bind(py))));
-            if !shape_ok || !dtype_ok {
-                return Err(PyErr::from_type(
-                    ErrorKind::InvalidArgument.class(py)?,
-                    (format!("stream {:?} has a fixed frame shape {:?} and dtype {}; loan(shape=, dtype=) must match them or be left out", self.name, self.spec.shape, self.spec.dtype.bind(py)),),
-                ));
+        let deadline = deadline(py, timeout)?;
+        match &self.layout {
+            Layout::Fixed => self.loan_fixed(py, &s, (shape, dtype, nbytes, arrays), codec, values, deadline),
+            Layout::Variable(v) => {
+                let layout = self.loan_table(py, v, &s, (shape, dtype, nbytes, arrays), codec)?;
+                self.loan_variable(py, &s, layout, values, deadline)
             }
         }
-        s.check_frame(self.spec.frame_bytes, &values.info()).map_err(CoreError)?;
-        let deadline = deadline(py, timeout)?;
-        let before = s.lock_recoveries();
-        let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
-        self.warn_recovered(py, &s, before)?;
-Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
     }
 
     /// Tags this handle for monitors (`framebus top`): `role` is one of "handle", "bridge out",

@@ -1,6 +1,7 @@
 //! The variable-shape half of `framebus._native.Stream`: writes of arrays, dicts and byte
 //! payloads, copies and views of frames that carry their own table, and loans laid out per
-//! frame. `stream.rs` calls in here only for streams created with a capacity.
+//! frame. `stream.rs` calls in here only for streams created with a capacity (its
+//! `Layout::Variable`, whose caches every call here takes); stream_fixed.rs is the other half.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use crate::errors::CoreError;
 use crate::frame::PyFrame;
 use crate::frame_arrays::{self, Parts};
 use crate::loan::{LoanValues, PyLoan};
-use crate::stream::{FrameRecord, PyStream, DETACH_BYTES};
+use crate::stream::{FrameRecord, PyStream, VariableCaches, DETACH_BYTES};
 
 impl PyStream {
     /// Lays out a frame of `arrays` (checked against every limit; nothing claimed yet).
@@ -42,7 +43,8 @@ impl PyStream {
 
     /// Copies `value` (an array, a dict of arrays, or a byte payload) into the next slot with
     /// its own table. Everything is checked before a slot is claimed.
-    pub(crate) fn write_variable(&self, py: Python<'_>, s: &Arc<framebus::Stream>, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, codec: Option<&str>, deadline: Deadline) -> PyResult<()> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_variable(&self, py: Python<'_>, v: &VariableCaches, s: &Arc<framebus::Stream>, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, codec: Option<&str>, deadline: Deadline) -> PyResult<()> {
         if let (Ok(arr), None) = (value.cast::<PyUntypedArray>(), codec) {
             // One C-contiguous array of the layout written last time: no planning, no allocation.
             let dims = arr.shape();
@@ -51,7 +53,7 @@ impl PyStream {
                 for (d, &n) in shape.iter_mut().zip(dims) {
                     *d = n as u64;
                 }
-                if let Some(table) = self.single_table(s, &self.write_layout, &arr.dtype(), &shape[..dims.len()], false)? {
+                if let Some(table) = self.single_table(s, &v.write_layout, &arr.dtype(), &shape[..dims.len()], false)? {
                     s.check_frame(s.geometry().frame_bytes as usize, info).map_err(CoreError)?;
                     let (ptr, n) = (data_ptr(arr), table.arrays[0].nbytes as usize);
                     self.blocking(py, deadline, n >= DETACH_BYTES, |d, check| {
@@ -87,14 +89,14 @@ impl PyStream {
     }
 
     /// The Python side of a pinned frame's table (CorruptStreamError for a damaged one).
-    fn parts_of(&self, py: Python<'_>, s: &framebus::Stream, pinned: &Pinned) -> PyResult<Arc<Parts>> {
+    fn parts_of(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: &Pinned) -> PyResult<Arc<Parts>> {
         let frame = pinned.frame();
-        self.read_cache.parts(py, &self.descrs, frame.payload, || Ok(s.frame_table(&frame).map_err(CoreError)?))
+        v.read_cache.parts(py, &v.descrs, frame.payload, || Ok(s.frame_table(&frame).map_err(CoreError)?))
     }
 
     /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
     /// into `out` when given; None before the first frame (for `read`).
-    pub(crate) fn read_variable<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+    pub(crate) fn read_variable<'py>(&self, py: Python<'py>, v: &VariableCaches, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         let s = self.handle(py)?;
         let deadline = crate::args::deadline(py, timeout)?;
         let pinned = if new {
@@ -106,7 +108,7 @@ impl PyStream {
                 Err(e) => return Err(CoreError(e).into()),
             }
         };
-        let parts = self.parts_of(py, &s, &pinned)?;
+        let parts = self.parts_of(py, v, &s, &pinned)?;
         let f = pinned.frame();
         let value = parts.copy_out(py, f.payload.as_ptr(), out, &self.name, f.seq)?;
         let info = with_info.then(|| (f.seq, f.timestamp_ns, f.frame_id, f.meta.to_vec()));
@@ -114,8 +116,8 @@ impl PyStream {
     }
 
     /// A view of a pinned frame of this stream.
-    pub(crate) fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyFrame> {
-        let parts = self.parts_of(py, s, &pinned)?;
+    pub(crate) fn frame_view_variable(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyFrame> {
+        let parts = self.parts_of(py, v, s, &pinned)?;
         Ok(PyFrame::with_parts(py, &self.name, parts, pinned))
     }
 
@@ -124,6 +126,7 @@ impl PyStream {
     pub(crate) fn loan_table(
         &self,
         py: Python<'_>,
+        v: &VariableCaches,
         s: &framebus::Stream,
         (shape, dtype, nbytes, arrays): frame_arrays::LoanArgs<'_, '_>,
         codec: Option<&str>,
@@ -132,12 +135,12 @@ impl PyStream {
             let fast = (PyArrayDescr::new(py, dt), small_shape(sh));
             if let (Ok(descr), Some((dims, ndim))) = fast {
                 let dims = &dims[..ndim];
-                if let Some((table, Some(parts))) = self.loan_layout.get(&descr, dims, false) {
+                if let Some((table, Some(parts))) = v.loan_layout.get(&descr, dims, false) {
                     return Ok((table, parts));
                 }
-                if let Some(table) = self.single_table(s, &self.loan_layout, &descr, dims, false)? {
-                    let parts = Arc::new(Parts::from_table(py, &self.descrs, &table)?);
-                    self.loan_layout.put(&descr, dims, false, Arc::clone(&table), Some(Arc::clone(&parts)));
+                if let Some(table) = self.single_table(s, &v.loan_layout, &descr, dims, false)? {
+                    let parts = Arc::new(Parts::from_table(py, &v.descrs, &table)?);
+                    v.loan_layout.put(&descr, dims, false, Arc::clone(&table), Some(Arc::clone(&parts)));
                     return Ok((table, parts));
                 }
             }
@@ -145,7 +148,7 @@ impl PyStream {
         let (arrays, named) = frame_arrays::loan_layout(py, shape, dtype, nbytes, arrays)?;
         let specs: Vec<ArraySpec<'_>> = arrays.iter().map(|(n, d, sh, b)| ArraySpec { name: n, dtype: d, shape: sh, bytes: *b }).collect();
         let table = self.plan(s, &specs, named, codec)?;
-        let parts = Arc::new(Parts::from_table(py, &self.descrs, &table)?);
+        let parts = Arc::new(Parts::from_table(py, &v.descrs, &table)?);
         Ok((Arc::new(table), parts))
     }
 
