@@ -795,3 +795,14 @@ def test_exceptions_carry_the_stream_and_path():
         assert info.value.stream == name
     finally:
         os.unlink(f"/dev/shm/framebus.{name}")
+
+
+def test_a_raw_frame_with_a_bad_table_is_an_invalid_frame_error():
+    """A frame given whole whose table is junk has a class of its own (the bridge turns it into
+    a ProtocolError by class, not by message); it is still a ValueError."""
+    name = f"errors-rawframe-{os.getpid()}"
+    with framebus.create(name, capacity=1 << 16, auto_unlink=True) as w:
+        with pytest.raises(framebus.InvalidFrameError) as info:
+            w._write_raw(b"\xff" * 8192)
+        assert isinstance(info.value, ValueError) and "table is invalid" in str(info.value)
+        assert w.write_sequence == 0

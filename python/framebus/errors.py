@@ -12,6 +12,7 @@ import errno as _errno
 __all__ = [
     "FramebusError",
     "InvalidArgumentError",
+    "InvalidFrameError",
     "StreamNotFoundError",
     "StreamExistsError",
     "StreamPermissionError",
@@ -43,6 +44,11 @@ class FramebusError(Exception):
 
 class InvalidArgumentError(FramebusError, ValueError):
     """A name, shape, dtype, size, timeout or other argument is not acceptable."""
+
+
+class InvalidFrameError(InvalidArgumentError):
+    """A frame given whole (its table of arrays first, as a bridge receives it) does not
+    describe a valid frame of the stream; nothing was written."""
 
 
 class StreamNotFoundError(FramebusError, FileNotFoundError):

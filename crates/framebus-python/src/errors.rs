@@ -32,6 +32,7 @@ static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     InvalidArgument,
+    InvalidFrame,
     StreamNotFound,
     StreamExists,
     StreamPermission,
@@ -56,12 +57,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 21] = [ErrorKind::InvalidArgument, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::LockRecoveredWarning];
+    pub const ALL: [ErrorKind; 22] = [ErrorKind::InvalidArgument, ErrorKind::InvalidFrame, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::LockRecoveredWarning];
 
     /// The class's name in `framebus.errors`.
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::InvalidArgument => "InvalidArgumentError",
+            ErrorKind::InvalidFrame => "InvalidFrameError",
             ErrorKind::StreamNotFound => "StreamNotFoundError",
             ErrorKind::StreamExists => "StreamExistsError",
             ErrorKind::StreamPermission => "StreamPermissionError",
@@ -137,6 +139,7 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
     let msg = e.to_string();
     match e {
         Error::InvalidName { .. } | Error::InvalidArgument(_) => ErrorKind::InvalidArgument.err(py, (msg,)),
+        Error::InvalidFrameTable { .. } => ErrorKind::InvalidFrame.err(py, (msg,)),
         Error::NotFound { .. } => ErrorKind::StreamNotFound.err(py, (libc::ENOENT, msg)),
         Error::AlreadyExists { .. } | Error::SpecMismatch { .. } => ErrorKind::StreamExists.err(py, (libc::EEXIST, msg)),
         Error::PermissionDenied { errno, .. } => ErrorKind::StreamPermission.err(py, (*errno, msg)),

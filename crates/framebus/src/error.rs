@@ -18,6 +18,11 @@ pub enum Error {
     #[error("{0}")]
     InvalidArgument(String),
 
+    /// A frame given whole (its table first, as a bridge receives it) does not describe a valid
+    /// frame of this stream.
+    #[error("stream {name:?}: the frame's table is invalid ({reason}); nothing was written")]
+    InvalidFrameTable { name: String, reason: String },
+
     /// No segment of that name exists.
     #[error("stream {name:?} does not exist ({path}); create it first with framebus.create({name:?}, shape=..., dtype=...)")]
     NotFound { name: String, path: String },

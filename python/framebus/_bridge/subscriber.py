@@ -27,7 +27,7 @@ import zmq
 
 from .. import _native, _stream
 from .._convert import normalize_dtype, normalize_shape
-from ..errors import InvalidArgumentError, StreamExistsError, StreamTimeoutError
+from ..errors import InvalidArgumentError, InvalidFrameError, StreamExistsError, StreamTimeoutError
 from ..info import stat as _stat
 from . import codec, heap, protocol as P
 from .base import SLICE_S, TICK_S, Bridge
@@ -349,10 +349,8 @@ class Subscriber(Bridge):
                 self._decompress(data, memoryview(raw))
             try:
                 s._write_raw(raw, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns, seq=seq)
-            except InvalidArgumentError as exc:
-                if "table is invalid" in str(exc):
-                    raise ProtocolError(f"frame {h.seq} from {self.endpoint}: {exc}") from None
-                raise
+            except InvalidFrameError as exc:
+                raise ProtocolError(f"frame {h.seq} from {self.endpoint}: {exc}") from None
             return
         if h.flags & P.F_ZSTD:
             buf = np.empty(s.shape, s.dtype)

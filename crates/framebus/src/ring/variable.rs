@@ -62,7 +62,7 @@ impl Stream {
     pub fn write_raw_frame(&self, payload: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
         self.require_variable("write_raw_frame")?;
         let table = frame_table::decode(payload, self.geometry.frame_bytes)
-            .map_err(|e| Error::InvalidArgument(format!("stream {:?}: the frame's table is invalid ({e}); nothing was written", self.name)))?;
+            .map_err(|e| Error::InvalidFrameTable { name: self.name.clone(), reason: e.to_string() })?;
         self.check_frame(self.geometry.frame_bytes as usize, info)?;
         let len = table.data_end as usize;
         let mut guard = self.begin_write(deadline, check)?;
