@@ -164,7 +164,7 @@ def exercise(name: str, starting: Any = None) -> List[Tuple[str, str]]:
             return None
 
     attempt("stat", lambda: framebus.stat(name))
-    attempt("list_streams", lambda: [i for i in framebus.list_streams() if i == name])
+    attempt("list_streams", lambda: [i for i in [s.name for s in framebus.list_streams()] if i == name])
     attempt("gc-dry", lambda: framebus.gc(dry_run=True))
     for mode in ("latest", "lossless"):
         s = attempt(f"open-{mode}", lambda: framebus.open(name, mode=mode))

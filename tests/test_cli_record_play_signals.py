@@ -108,7 +108,7 @@ def test_play_interrupted_while_waiting_for_readers_removes_its_stream(name, tmp
     proc = cli("play", str(clip), name, "--quiet", "--wait-readers", "1", "--wait-timeout", "120")
     try:
         end = time.monotonic() + BOUND
-        while name not in framebus.list_streams():
+        while name not in [s.name for s in framebus.list_streams()]:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < end
             time.sleep(0.02)
@@ -117,7 +117,7 @@ def test_play_interrupted_while_waiting_for_readers_removes_its_stream(name, tmp
     finally:
         proc.kill()
     assert proc.returncode == 128 + signum, err
-    assert name not in framebus.list_streams(), "play left its stream behind"
+    assert name not in [s.name for s in framebus.list_streams()], "play left its stream behind"
 
 
 def test_the_frame_rate_travels_from_play_to_record(name, tmp_path):
@@ -130,7 +130,7 @@ def test_the_frame_rate_travels_from_play_to_record(name, tmp_path):
     rec = None
     try:
         end = time.monotonic() + BOUND
-        while name not in framebus.list_streams():
+        while name not in [s.name for s in framebus.list_streams()]:
             assert play.poll() is None, play.communicate()
             assert time.monotonic() < end
             time.sleep(0.02)

@@ -286,16 +286,16 @@ reader = child("s = framebus.open('gc-killed'); print('ok', flush=True); sys.std
 reader.stdout.readline()
 victim.kill(); victim.wait(); reader.kill(); reader.wait()
 
-say("stale", sorted(n for n in framebus.list_streams() if n.stale))
+say("stale", sorted(n.name for n in framebus.list_streams() if n.stale))
 say("dry", sorted(framebus.gc(dry_run=True)))
-say("listed", sorted(framebus.list_streams()))
+say("listed", sorted(n.name for n in framebus.list_streams()))
 say("{how}", sorted({gc_call}))
-say("left", sorted(framebus.list_streams()))
+say("left", sorted(n.name for n in framebus.list_streams()))
 say("again", sorted(framebus.gc()))
 keeper.stdin.close(); keeper.wait()
 say("after keeper exit", sorted(framebus.gc()))
 attached.close(); live.unlink()
-say("end", sorted(framebus.list_streams()))
+say("end", sorted(n.name for n in framebus.list_streams()))
 """
 
 

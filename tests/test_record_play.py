@@ -117,7 +117,7 @@ def test_record_finishes_the_file_when_play_ends_the_stream(name, tmp_path):
     play = cli("play", str(clip), name, "--fast", "--quiet", "--wait-readers", "1")
     rec = None
     try:
-        while name not in framebus.list_streams():  # play creates it, then waits for a reader
+        while name not in [s.name for s in framebus.list_streams()]:  # play creates it, then waits for a reader
             assert play.poll() is None, play.communicate()
             time.sleep(0.02)
         rec = cli("record", name, str(out), "--preset", "ultrafast", "--quiet")

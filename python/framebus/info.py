@@ -10,10 +10,12 @@ from . import _native
 __all__ = ["StreamInfo", "list_streams", "stat", "gc"]
 
 
-class StreamInfo(str):
-    """A stream's name (it *is* the name, so code written for pyshmem's ``list_streams()``
-    returning strings keeps working) with what ``framebus ls`` shows as attributes."""
+class StreamInfo:
+    """What ``framebus ls`` knows about one stream: its ``name`` (also ``str(info)``) and the
+    fields below. Not a ``str``: compare ``info.name`` (``framebus.pyshmem.list_streams()``
+    returns plain names, as pyshmem's does)."""
 
+    name: str
     path: str
     dtype: Optional[str]
     shape: Optional[Tuple[int, ...]]
@@ -42,23 +44,22 @@ class StreamInfo(str):
     writer: Optional[Dict[str, Any]] = None
     readers: List[Dict[str, Any]] = []
 
-    def __new__(cls, info: Dict[str, Any]) -> "StreamInfo":
-        self = super().__new__(cls, info["name"])
+    def __init__(self, info: Dict[str, Any]) -> None:
         for key, value in info.items():
-            if key == "name":
-                continue
             if key == "shape" and value is not None:
                 value = tuple(value)
-            object.__setattr__(self, key, value)
-        return self
+            setattr(self, key, value)
 
-    @property
-    def name(self) -> str:
-        return str(self)
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        what = self.problem or (f"capacity {self.capacity}" if self.variable else f"{self.dtype} {self.shape}")
+        return f"<StreamInfo {self.name!r} {what}>"
 
     def as_dict(self) -> Dict[str, Any]:
-        """The fields as a plain dict (for JSON)."""
-        return {k: v for k, v in vars(self).items()}
+        """The fields as a plain dict (for JSON), ``name`` included."""
+        return dict(vars(self))
 
 
 def list_streams() -> List[StreamInfo]:
@@ -77,8 +78,8 @@ def stat(name: str) -> StreamInfo:
             stats = _native.stream_stats(name)
         except (OSError, ValueError):
             return info
-        object.__setattr__(info, "writer", stats["writer"])
-        object.__setattr__(info, "readers", list(stats["readers"]))
+        info.writer = stats["writer"]
+        info.readers = list(stats["readers"])
     return info
 
 
