@@ -34,12 +34,13 @@ mkdir -p dist
 build() { maturin build --release --zig --compatibility manylinux2014 --out dist "$@"; }
 
 # The abi3 wheel needs a CPython >= 3.11 to build with (any one: the wheel serves them all).
+. scripts/find-python.sh
 abi3_py=""
-for cand in "$PY" python3.11 python3.12 python3.13 python3; do
-  if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    abi3_py=$(command -v "$cand"); break
-  fi
-done
+if "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  abi3_py=$("$PY" -c 'import sys; print(sys.executable)')
+else
+  abi3_py=$(find_python 3.11 || find_python 3.12 || find_python 3.13 || true)
+fi
 if [ -z "$abi3_py" ]; then
   echo "build-wheels.sh: no CPython 3.11+ found to build the abi3 wheel with" >&2; exit 1
 fi
@@ -48,9 +49,9 @@ build --features pyo3/abi3-py311 -i "$abi3_py"
 
 if [ "$only_abi3" = 0 ]; then
   for v in 3.9 3.10; do
-    if command -v "python$v" >/dev/null; then
-      echo "== CPython $v wheel"
-      build -i "python$v"
+    if py=$(find_python "$v"); then
+      echo "== CPython $v wheel, built with $py"
+      build -i "$py"
     else
       echo "== no python$v here: no cp${v/./} wheel (pip builds one from the sdist there)"
     fi
