@@ -67,7 +67,7 @@ ACCEPTED_ANYWHERE = frozenset(["tzcnt", "tzcntl", "tzcntq", "tzcntw", "xgetbv"])
 # Functions that check the CPU at run time before running what they contain.
 DEFAULT_GUARDED = r"framebus::copy::kernels|std_detect::detect"
 
-LOADERS = frozenset(["ld-linux-x86-64.so.2"])
+LOADERS = frozenset(["ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"])
 PYTHON_API = re.compile(r"^_?Py")
 
 _INSN = re.compile(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} )*\s*([a-z].*)$")
@@ -116,6 +116,15 @@ def policy_name_for(wheel_name: str) -> str:
     if best is None:
         raise ValueError(f"{wheel_name}: no manylinux platform tag (this checker is for manylinux wheels)")
     return f"manylinux_{best[0]}_{best[1]}"
+
+
+def arch_for(wheel_name: str) -> str:
+    """The architecture of a wheel's (first) platform tag: x86_64, aarch64, ..."""
+    tag = wheel_name[:-4].split("-")[-1].split(".")[0]
+    m = re.match(r"(?:manylinux\d+|manylinux_\d+_\d+|musllinux_\d+_\d+|linux)_(.+)$", tag)
+    if not m:
+        raise ValueError(f"{wheel_name}: no Linux platform tag")
+    return m.group(1)
 
 
 def check_versions(needed_versions: Iterable[tuple[str, str]], allowed: dict[str, list[str]]) -> list[str]:
@@ -267,8 +276,9 @@ def load_policy(name: str, arch: str = "x86_64") -> tuple[dict[str, list[str]], 
 
 def check_wheel(wheel: Path, guarded: str) -> Report:
     policy = policy_name_for(wheel.name)
-    versions, allow_list = load_policy(policy)
-    report = Report(wheel.name, policy)
+    arch = arch_for(wheel.name)
+    versions, allow_list = load_policy(policy, arch)
+    report = Report(wheel.name, f"{policy} {arch}")
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
         objects = [n for n in zf.namelist() if re.search(r"\.so(\.\d+)*$", n)]
         bundled = [Path(n).name for n in objects]
@@ -291,6 +301,9 @@ def check_wheel(wheel: Path, guarded: str) -> Report:
             report.problems += problems
             report.lines += notes
             report.problems += check_needed(facts["needed"], allow_list, bundled)
+            if arch != "x86_64":
+                report.lines.append(f"machine code: not scanned (the CPU-feature scan knows x86-64 only, not {arch})")
+                continue
             found = scan_disassembly(disassemble(path))
             problems, notes = check_cpu(found, facts["has_symbols"], guarded)
             report.problems += problems

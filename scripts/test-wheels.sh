@@ -6,7 +6,7 @@
 #   bash scripts/test-wheels.sh                  reuse dist/*.whl if there are any, else build all
 #   bash scripts/test-wheels.sh --rebuild        build all first (scripts/build-wheels.sh)
 #   bash scripts/test-wheels.sh --abi3           the abi3 wheel only: built fresh, tested with
-#                                                python3 (what scripts/test.sh runs)
+#                                                python3 if 3.11+ (what scripts/test.sh runs)
 #   --python PY (repeatable)                     test with these only: a version (3.12) or an
 #                                                interpreter (python3, /path/to/python)
 set -euo pipefail
@@ -29,7 +29,10 @@ if [ "$abi3" = 1 ]; then
   rm -f dist/framebus-*-abi3-*.whl
   bash scripts/build-wheels.sh --abi3
   wheels=(dist/framebus-*-abi3-*.whl)
-  [ ${#pythons[@]} -gt 0 ] || pythons=(python3)
+  # python3 if it is 3.11 or later, else the first CPython 3.11+ found
+  if [ ${#pythons[@]} = 0 ]; then
+    if python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then pythons=(python3); else pythons=(3.11 3.12 3.13); fi
+  fi
 else
   if [ "$rebuild" = 1 ] || ! ls dist/framebus-*.whl >/dev/null 2>&1; then
     step "building the wheels and the sdist"

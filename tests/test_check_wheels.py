@@ -31,6 +31,13 @@ def test_a_wheel_without_a_manylinux_tag_is_refused():
         cw.policy_name_for("framebus-0.1.0-cp311-cp311-linux_x86_64.whl")
 
 
+def test_the_architecture_comes_from_the_platform_tag():
+    assert cw.arch_for("framebus-0.1.0-cp311-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl") == "x86_64"
+    assert cw.arch_for("framebus-0.1.0-cp39-cp39-manylinux_2_17_aarch64.whl") == "aarch64"
+    with pytest.raises(ValueError, match="no Linux platform tag"):
+        cw.arch_for("framebus-0.1.0-cp311-abi3-macosx_11_0_arm64.whl")
+
+
 def test_glibc_versions_above_the_policy_are_problems():
     problems = cw.check_versions(
         [("libc.so.6", "GLIBC_2.17"), ("libc.so.6", "GLIBC_2.30"), ("libc.so.6", "GLIBC_2.2.5")], GLIBC_2_17
