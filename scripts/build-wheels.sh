@@ -29,7 +29,6 @@ if [ ! -x .venv-build/bin/python ]; then
 fi
 .venv-build/bin/python -m pip install -q --upgrade pip
 .venv-build/bin/python -m pip install -q "maturin>=1.7,<2" ziglang auditwheel pyelftools
-export PATH="$PWD/.venv-build/bin:$PATH"
 mkdir -p dist
 build() { maturin build --release --zig --compatibility manylinux2014 --out dist "$@"; }
 
@@ -44,6 +43,8 @@ fi
 if [ -z "$abi3_py" ]; then
   echo "build-wheels.sh: no CPython 3.11+ found to build the abi3 wheel with" >&2; exit 1
 fi
+# maturin finds zig (the ziglang package) and itself here
+export PATH="$PWD/.venv-build/bin:$PATH"
 echo "== abi3 wheel (CPython 3.11+), built with $abi3_py"
 build --features pyo3/abi3-py311 -i "$abi3_py"
 
