@@ -15,7 +15,7 @@ only_abi3=0
 for arg in "$@"; do
   case "$arg" in
     --abi3) only_abi3=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "build-wheels.sh: unknown option $arg (use --abi3 or nothing)" >&2; exit 2 ;;
   esac
 done

@@ -17,7 +17,7 @@ while [ $# -gt 0 ]; do
     --rebuild) rebuild=1 ;;
     --abi3) abi3=1 ;;
     --python) pythons+=("$2"); shift ;;
-    -h|--help) sed -n "2,13p" "$0"; exit 0 ;;
+    -h|--help) sed -n "2,11p" "$0"; exit 0 ;;
     *) echo "test-wheels.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
