@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs framebus with its test extra into ./.venv and runs the whole test suite:
-# lints, the Rust core's tests (unit, loom models, multi-process) and pytest.
+# lints, the Rust core's tests (unit, loom models, multi-process) and pytest; then builds the
+# abi3 manylinux2014 wheel, checks it and smoke-tests it installed in a fresh venv without Rust.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
@@ -24,3 +25,5 @@ step "loom models of the ring protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p framebus --release -q --lib loom
 step "pytest"
 .venv/bin/python -m pytest -q "$@"
+step "wheel: build the abi3 manylinux2014 wheel (zig from PyPI), check it, smoke-test it installed without Rust"
+bash scripts/test-wheels.sh --abi3

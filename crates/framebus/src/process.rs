@@ -33,6 +33,14 @@ thread_local! {
     static IDS: Cell<(u64, u32, u32)> = const { Cell::new((0, 0, 0)) };
 }
 
+/// The calling thread's kernel thread id, through the raw system call: libc's `gettid()` wrapper
+/// exists only from glibc 2.30, so calling it would make the extension fail to load on older
+/// systems that manylinux2014 wheels promise to support (glibc 2.17 and later).
+fn sys_gettid() -> u32 {
+    // SAFETY: SYS_gettid takes no arguments, has no preconditions and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
 /// (pid, kernel thread id) of the calling thread. Two system calls the first time on a thread
 /// (and after a fork), none afterwards: every write takes and releases the write lock, whose
 /// owner word holds both, and glibc caches neither (two syscalls per lookup were more than half
@@ -44,8 +52,8 @@ pub fn current_ids() -> (u32, u32) {
         if seen == generation {
             return (pid, tid);
         }
-        // SAFETY: getpid and gettid have no preconditions and cannot fail.
-        let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+        // SAFETY: getpid and the raw gettid syscall have no preconditions and cannot fail.
+        let (pid, tid) = unsafe { (libc::getpid() as u32, sys_gettid()) };
         ids.set((generation, pid, tid));
         (pid, tid)
     })
@@ -148,7 +156,7 @@ mod tests {
     fn cached_ids_are_per_thread_and_renewed_after_fork() {
         let (pid, tid) = current_ids();
         // SAFETY: plain syscalls with no preconditions.
-        assert_eq!((pid, tid), unsafe { (libc::getpid() as u32, libc::gettid() as u32) });
+        assert_eq!((pid, tid), unsafe { (libc::getpid() as u32, sys_gettid()) });
         let other = std::thread::spawn(current_ids).join().unwrap();
         assert_eq!(other.0, pid);
         assert_ne!(other.1, tid);
@@ -158,7 +166,7 @@ mod tests {
         assert!(child >= 0);
         if child == 0 {
             // SAFETY: plain syscalls with no preconditions.
-            let fresh = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+            let fresh = unsafe { (libc::getpid() as u32, sys_gettid()) };
             let ok = current_ids() == fresh && ProcessId::current().pid != pid;
             // SAFETY: leaves the child at once, without running the parent's destructors.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
