@@ -128,7 +128,7 @@ mod tests {
         let raw = r.read_latest(|f| f.payload.to_vec()).unwrap();
         let mut bad = raw.clone();
         bad[4] = 99;
-        assert!(matches!(w.write_raw_frame(&bad, &FrameInfo::default(), Deadline::never(), &mut || true), Err(Error::InvalidArgument(_))));
+        assert!(matches!(w.write_raw_frame(&bad, &FrameInfo::default(), Deadline::never(), &mut || true), Err(Error::InvalidFrameTable { .. })));
         assert_eq!(r.latest_seq(), 1);
         w.write_raw_frame(&raw, &FrameInfo::default(), Deadline::never(), &mut || true).unwrap();
         assert_eq!(r.read_latest(|f| r.frame_table(f).unwrap()).unwrap(), t);
