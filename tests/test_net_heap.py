@@ -47,6 +47,7 @@ CHILD = textwrap.dedent(
             i += 1
             with src.loan(timeout=60, frame_id=i) as a:
                 a[0, 0, 0] = i % 251
+            del a  # a bound target keeps its frame; a writer that needs the slot copies it (faults)
         for k in range(i - batch + 1, i + 1):
             with dst.wait_view(timeout=60) as f:
                 assert f.frame_id == k and int(f.array[0, 0, 0]) == k % 251
@@ -76,7 +77,8 @@ def test_received_frames_reuse_heap_pages():
     """With the subscriber's default, batches of 1080p frames do not fault receive buffers in again
     (half a frame's 1519 pages of faults or more): ZeroMQ's buffers come back from the heap.
     Two such batches of 16 are allowed for the heap reaching a new high-water mark once. Without
-    the setting, glibc trims the heap as buffers are freed: up to 13 of 16 batches re-fault."""
+    the setting, glibc trims the heap as buffers are freed: 0 to 11 of 16 batches re-fault
+    (8 runs on a 2-core VM; with it, 0 or 1)."""
     r = run_child(tune=True)
     assert r["reserved"] is True
     assert r["applied"][0] == r["size"] + heap.SLACK and r["applied"][1] >= r["applied"][0] * 5
