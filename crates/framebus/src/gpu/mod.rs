@@ -3,3 +3,9 @@
 //! `FRAMEBUS_CUDA=fake` that keeps "device" memory in host shared memory.
 
 pub mod door;
+pub mod registry;
+
+/// The door of this process (placeholder until the driver and fake sides land).
+pub fn door() -> Result<&'static dyn door::Door, door::DoorError> {
+    Err(door::DoorError { call: "cuInit", code: 100, name: "CUDA_ERROR_NO_DEVICE".into(), detail: "no CUDA door in this build yet".into() })
+}
