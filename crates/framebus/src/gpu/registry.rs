@@ -107,6 +107,12 @@ pub fn allocate(door: &'static dyn Door, device: u32, bytes: u64) -> DoorResult<
     Ok((memory, handle))
 }
 
+/// Allocates `bytes` on `device` for this process alone (not exported): a framebus array.
+pub fn allocate_private(door: &'static dyn Door, device: u32, bytes: u64) -> DoorResult<Arc<Memory>> {
+    let ptr = door.alloc(device, bytes.max(1))?;
+    Ok(Arc::new(Memory { door, device, ptr, owned: true, pid: ProcessId::current().pid }))
+}
+
 /// The memory an exported handle refers to: this process's own, one already opened here, or
 /// opened now.
 pub fn open_memory(door: &'static dyn Door, device: u32, handle: &IpcHandle) -> DoorResult<Arc<Memory>> {
