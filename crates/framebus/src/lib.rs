@@ -16,6 +16,7 @@
 
 pub mod copy;
 pub mod error;
+pub mod gpu;
 pub mod pipe;
 pub mod process;
 pub mod recovery;
