@@ -286,6 +286,15 @@ fn open_owned(call: &'static str, kind: &str, h: &Handle) -> DoorResult<File> {
     Ok(file)
 }
 
+/// The device count a `FRAMEBUS_FAKE_CUDA_DEVICES` value asks for (None: unset).
+fn device_count_setting(value: Option<&str>) -> DoorResult<u32> {
+    let Some(v) = value else { return Ok(DEFAULT_DEVICES) };
+    match v.trim().parse::<u32>() {
+        Ok(n) if n <= MAX_DEVICES => Ok(n),
+        _ => Err(fail("FRAMEBUS_FAKE_CUDA_DEVICES", INVALID_VALUE, format!("{v:?} is not a device count from 0 to {MAX_DEVICES}"))),
+    }
+}
+
 /// The strict fake door. Every instance shares this process's tables.
 #[derive(Debug)]
 pub struct FakeDoor {
@@ -300,18 +309,8 @@ impl FakeDoor {
 
     /// A fake with `FRAMEBUS_FAKE_CUDA_DEVICES` devices ([`DEFAULT_DEVICES`] when unset).
     pub fn from_env() -> DoorResult<FakeDoor> {
-        match std::env::var("FRAMEBUS_FAKE_CUDA_DEVICES") {
-            Err(std::env::VarError::NotPresent) => Ok(FakeDoor::new(DEFAULT_DEVICES)),
-            Ok(v) => match v.trim().parse::<u32>() {
-                Ok(n) if n <= MAX_DEVICES => Ok(FakeDoor::new(n)),
-                _ => Err(fail(
-                    "FRAMEBUS_FAKE_CUDA_DEVICES",
-                    INVALID_VALUE,
-                    format!("{v:?} is not a device count from 0 to {MAX_DEVICES}"),
-                )),
-            },
-            Err(e) => Err(fail("FRAMEBUS_FAKE_CUDA_DEVICES", INVALID_VALUE, e.to_string())),
-        }
+        let value = std::env::var_os("FRAMEBUS_FAKE_CUDA_DEVICES").map(|v| v.to_string_lossy().into_owned());
+        Ok(FakeDoor::new(device_count_setting(value.as_deref())?))
     }
 
     fn check_device(&self, call: &'static str, device: u32) -> DoorResult<()> {
@@ -626,6 +625,18 @@ mod tests {
         let mut bad = enc;
         bad.0[63] = 1;
         assert_eq!(Handle::decode(&bad, MEM_MAGIC), None);
+    }
+
+    #[test]
+    fn device_count_comes_from_the_setting() {
+        assert_eq!(device_count_setting(None), Ok(DEFAULT_DEVICES));
+        assert_eq!(device_count_setting(Some("4")), Ok(4));
+        assert_eq!(device_count_setting(Some("0")), Ok(0));
+        for bad in ["", "-1", "two", "65"] {
+            let e = device_count_setting(Some(bad)).expect_err(bad);
+            assert_eq!(e.name, "CUDA_ERROR_INVALID_VALUE");
+            assert!(e.detail.contains("from 0 to 64"), "{e}");
+        }
     }
 
     #[test]
