@@ -26,6 +26,10 @@ fn zero() -> FakeCounts {
     FakeCounts::default()
 }
 
+fn plus(a: FakeCounts, b: FakeCounts) -> FakeCounts {
+    FakeCounts { allocations: a.allocations + b.allocations, openings: a.openings + b.openings, events: a.events + b.events }
+}
+
 /// The error's CUDA-like name, panicking on success.
 fn name<T: std::fmt::Debug>(r: Result<T, DoorError>) -> String {
     r.expect_err("the fake should have refused this").name
@@ -108,6 +112,7 @@ fn describes_its_devices() {
 #[test]
 fn copies_bytes_in_and_out_and_knows_its_pointers() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let a = d.alloc(1, 64).expect("alloc");
     let b = d.alloc(1, 64).expect("alloc");
@@ -122,16 +127,17 @@ fn copies_bytes_in_and_out_and_knows_its_pointers() {
     assert!(!fake_write(a + 61, &[9, 9, 9, 9]), "past the end");
     assert_eq!(d.pointer_device(a + 63), Ok(Some(1)));
     assert_eq!(d.pointer_device(data.as_ptr() as u64), Ok(None));
-    assert_eq!(fake_counts(), FakeCounts { allocations: 2, ..zero() });
+    assert_eq!(fake_counts(), plus(base, FakeCounts { allocations: 2, ..zero() }));
     d.free(1, a).expect("free");
     d.free(1, b).expect("free");
     assert_eq!(d.pointer_device(a), Ok(None));
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn refuses_device_ordinals_past_the_count_and_the_wrong_device() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     assert_eq!(name(d.alloc(2, 64)), "CUDA_ERROR_INVALID_DEVICE");
     assert_eq!(name(d.create_event(7)), "CUDA_ERROR_INVALID_DEVICE");
@@ -144,12 +150,13 @@ fn refuses_device_ordinals_past_the_count_and_the_wrong_device() {
     assert_eq!(name(d.free(1, a)), "CUDA_ERROR_INVALID_VALUE");
     assert_eq!(name(d.export_memory(1, a)), "CUDA_ERROR_INVALID_VALUE");
     d.free(0, a).expect("free");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn refuses_copies_outside_one_live_allocation() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let a = d.alloc(0, 4096).expect("alloc");
     let b = d.alloc(0, 4096).expect("alloc");
@@ -175,12 +182,13 @@ fn refuses_copies_outside_one_live_allocation() {
     assert_eq!(name(d.export_memory(0, b + 1)), "CUDA_ERROR_INVALID_VALUE", "not the allocation's start");
     assert_eq!(name(d.close_memory(0, b)), "CUDA_ERROR_INVALID_VALUE", "close_memory of a pointer not opened");
     d.free(0, b).expect("free");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn refuses_its_own_handle_and_garbage() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let a = d.alloc(0, 256).expect("alloc");
     let h = d.export_memory(0, a).expect("export");
@@ -193,12 +201,13 @@ fn refuses_its_own_handle_and_garbage() {
     assert_eq!(name(d.open_event(0, &h)), "CUDA_ERROR_INVALID_HANDLE");
     d.destroy_event(0, e).expect("destroy");
     d.free(0, a).expect("free");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn events_must_be_recorded_before_waits_and_live_when_used() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let e = d.create_event(1).expect("event");
     assert_eq!(name(d.wait(1, 0, e)), "CUDA_ERROR_NOT_READY");
@@ -209,19 +218,20 @@ fn events_must_be_recorded_before_waits_and_live_when_used() {
     assert_eq!(d.query(1, e), Ok(true));
     d.wait(1, 0, e).expect("wait");
     d.synchronize_event(1, e).expect("synchronize");
-    assert_eq!(fake_counts(), FakeCounts { events: 1, ..zero() });
+    assert_eq!(fake_counts(), plus(base, FakeCounts { events: 1, ..zero() }));
     d.destroy_event(1, e).expect("destroy");
     for r in [d.record(1, e, 0), d.wait(1, 0, e), d.destroy_event(1, e), d.query(1, e).map(|_| ())] {
         assert_eq!(name(r), "CUDA_ERROR_INVALID_HANDLE");
     }
     assert_eq!(name(d.export_event(1, e)), "CUDA_ERROR_INVALID_HANDLE");
     assert_eq!(name(d.query(1, Event(u64::MAX))), "CUDA_ERROR_INVALID_HANDLE");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn another_process_opens_memory_once_and_sees_the_bytes() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let a = d.alloc(1, 1 << 16).expect("alloc");
     let data: Vec<u8> = (0..1u32 << 16).map(|i| (i % 251) as u8).collect();
@@ -257,12 +267,13 @@ fn another_process_opens_memory_once_and_sees_the_bytes() {
     join(child);
     assert_eq!(fake_read(a + 100, 4), Some(vec![7; 4]), "the child's write is seen here");
     d.free(1, a).expect("free");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn a_forked_child_cannot_free_or_close_what_its_parent_holds() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let a = d.alloc(0, 64).expect("alloc");
     let e = d.create_event(0).expect("event");
@@ -277,16 +288,17 @@ fn a_forked_child_cannot_free_or_close_what_its_parent_holds() {
         assert_eq!(fake_counts(), zero());
     });
     join(child);
-    assert_eq!(fake_counts(), FakeCounts { allocations: 1, events: 1, ..zero() });
+    assert_eq!(fake_counts(), plus(base, FakeCounts { allocations: 1, events: 1, ..zero() }));
     d.record(0, e, 0).expect("still the parent's");
     d.destroy_event(0, e).expect("destroy");
     d.free(0, a).expect("free");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn a_handle_whose_owner_freed_it_or_exited_fails_cleanly() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     // Freed by its owner (this process) before another process opens it; a new allocation may
     // take the same descriptor number, and must not be opened through the old handle.
@@ -294,9 +306,13 @@ fn a_handle_whose_owner_freed_it_or_exited_fails_cleanly() {
     let h = d.export_memory(0, a).expect("export");
     d.free(0, a).expect("free");
     let b = d.alloc(0, 4096).expect("alloc again");
+    let e = d.create_event(0).expect("event");
+    let eh = d.export_event(0, e).expect("export event");
+    d.destroy_event(0, e).expect("destroy");
     let child = fork(move || {
         let d = fake();
         assert_eq!(name(d.open_memory(0, &h)), "CUDA_ERROR_INVALID_HANDLE");
+        assert_eq!(name(d.open_event(0, &eh)), "CUDA_ERROR_INVALID_HANDLE", "destroyed by its owner");
         // Forged handles of the live allocation's descriptor: wrong id, wrong size, wrong owner.
         for (at, value) in [(24usize, 0xEEu8), (32, 0x01), (12, 0x55), (20, 0x7F)] {
             let mut f = h;
@@ -323,12 +339,13 @@ fn a_handle_whose_owner_freed_it_or_exited_fails_cleanly() {
     join(owner);
     assert_eq!(name(d.open_memory(0, &h)), "CUDA_ERROR_INVALID_HANDLE");
     assert_eq!(name(d.open_event(0, &eh)), "CUDA_ERROR_INVALID_HANDLE");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn events_recorded_in_one_process_are_waited_on_in_another() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let e = d.create_event(0).expect("event");
     let h = d.export_event(0, e).expect("export");
@@ -356,12 +373,13 @@ fn events_recorded_in_one_process_are_waited_on_in_another() {
     join(child);
     assert_eq!(d.query(0, e), Ok(true));
     d.destroy_event(0, e).expect("destroy");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
 fn a_thousand_open_close_cycles_leak_nothing() {
     let _s = serial();
+    let base = fake_counts(); // what a failed test before this one left
     let d = fake();
     let a = d.alloc(0, 1 << 20).expect("alloc");
     let e = d.create_event(0).expect("event");
@@ -394,7 +412,7 @@ fn a_thousand_open_close_cycles_leak_nothing() {
     assert_eq!(open_fds(), fds);
     d.destroy_event(0, e).expect("destroy");
     d.free(0, a).expect("free");
-    assert_eq!(fake_counts(), zero());
+    assert_eq!(fake_counts(), base);
 }
 
 #[test]
