@@ -422,4 +422,7 @@ fn door_for_picks_a_side_by_name() {
     assert_eq!(fake.kind(), DoorKind::Fake);
     let err = framebus::gpu::door_for(Some("gpu")).err().expect("an unknown value");
     assert!(err.detail.contains("\"cuda\"") && err.detail.contains("\"fake\""), "{err}");
+    // Empty is unset: the driver side (here, without a driver, its clean error).
+    let empty = framebus::gpu::door_for(Some("")).map(|d| d.kind());
+    assert!(matches!(&empty, Ok(DoorKind::Cuda)) || empty.as_ref().is_err_and(|e| !e.detail.contains("is not a door")), "{empty:?}");
 }

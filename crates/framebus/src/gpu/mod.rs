@@ -15,7 +15,7 @@ use door::{DeviceInfo, Door, DoorError, DoorKind, DoorResult};
 pub const DOOR_ENV: &str = "FRAMEBUS_CUDA";
 
 /// The door of this process, chosen on the first call from `FRAMEBUS_CUDA` and kept: `fake` is
-/// the strict fake, unset or `cuda` the CUDA driver. An error (no driver, no device, an unknown
+/// the strict fake, unset, empty or `cuda` the CUDA driver. An error (no driver, no device, an unknown
 /// value) is kept too, and returned again on every call.
 pub fn door() -> DoorResult<&'static dyn Door> {
     static CHOSEN: OnceLock<DoorResult<&'static dyn Door>> = OnceLock::new();
@@ -28,13 +28,13 @@ fn setting() -> Option<String> {
     std::env::var_os(DOOR_ENV).map(|v| v.to_string_lossy().into_owned())
 }
 
-/// The door a `FRAMEBUS_CUDA` value selects, without looking at the environment: None or
+/// The door a `FRAMEBUS_CUDA` value selects, without looking at the environment: None, `""` or
 /// `"cuda"` the driver, `"fake"` the fake. Each side is set up once per process and shared.
 pub fn door_for(setting: Option<&str>) -> DoorResult<&'static dyn Door> {
     static CUDA: OnceLock<DoorResult<cuda::CudaDoor>> = OnceLock::new();
     static FAKE: OnceLock<DoorResult<fake::FakeDoor>> = OnceLock::new();
     match setting {
-        None | Some("cuda") => match CUDA.get_or_init(cuda::CudaDoor::new) {
+        None | Some("") | Some("cuda") => match CUDA.get_or_init(cuda::CudaDoor::new) {
             Ok(d) => Ok(d),
             Err(e) => Err(e.clone()),
         },
