@@ -226,18 +226,28 @@ def test_owner_gone_is_a_clear_error(name):
         '''
         owner = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert owner.stdout.readline().strip() == "made"
+        attached = framebus.open(name)
+        with attached.view() as f:
+            before = int(device_bytes(f).sum())
         owner.kill(); owner.wait()
+        try:
+            attached.wait_view(timeout=0.2)
+            waited = None
+        except DeviceUnavailableError as e:
+            waited = str(e)
         try:
             framebus.open(name)
             msg = None
         except DeviceUnavailableError as e:
             msg = str(e)
         framebus.unlink(name)
-        print(json.dumps({"msg": msg, "pid": owner.pid}))
+        print(json.dumps({"msg": msg, "waited": waited, "before": before, "pid": owner.pid}))
         """,
         name,
     )
+    assert r["before"] == 16
     assert r["msg"] and f"pid {r['pid']}" in r["msg"] and "create the stream again" in r["msg"]
+    assert r["waited"] and f"pid {r['pid']}" in r["waited"] and "no frame will come" in r["waited"]
 
 
 def test_thousand_open_close_cycles_leak_no_handle(name):

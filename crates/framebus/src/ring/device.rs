@@ -299,6 +299,13 @@ impl Stream {
         Ok(())
     }
 
+    /// The error for a device stream whose owner (the process holding its GPU memory) has
+    /// exited: no frame will come. None while it lives (and for host streams).
+    pub fn device_owner_gone(&self) -> Option<Error> {
+        let dev = self.device.as_ref()?;
+        (!dev.owner.is_alive()).then(|| unavailable(&self.name, format!("the process that owned its GPU memory (pid {}) has exited, so no frame will come; create the stream again", dev.owner.pid)))
+    }
+
     fn reader_alive(&self, i: u32, pid: u32) -> bool {
         let entry = self.reader(i);
         entry.pid.load(Ordering::Relaxed) == pid && ProcessId { pid, start: entry.start.load(Ordering::Relaxed) }.is_alive()
