@@ -408,3 +408,28 @@ def test_fake_door_shows_in_gpu_info():
     r = run("print(json.dumps(framebus.gpu_info()))")
     assert r["door"] == "fake" and r["error"] is None
     assert [d["ordinal"] for d in r["devices"]] == [0, 1]
+
+
+def test_tools_read_device_streams(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, device=0)
+        s.write(frame_of(1), frame_id=5)
+        echo = subprocess.run([sys.executable, "-m", "framebus", "echo", name, "--json", "--count", "1"], capture_output=True, text=True)
+        ls = json.loads(subprocess.run([sys.executable, "-m", "framebus", "ls", "--json"], capture_output=True, text=True).stdout)
+        mine = [x for x in ls if x["name"] == name][0]
+        from framebus.errors import InvalidArgumentError
+        try:
+            framebus.open(name, device="cpu"); refused = None
+        except InvalidArgumentError as e:
+            refused = str(e)
+        s.unlink()
+        print(json.dumps({"echo": json.loads(echo.stdout), "ls": [mine["device"], mine["cpu_mirror"], mine["bytes_written"]], "refused": refused,
+                          "want_sum": int(frame_of(1).sum())}))
+        """,
+        name,
+    )
+    assert r["echo"]["device"] == "cuda:0" and r["echo"]["frame_id"] == 5
+    assert r["ls"] == ["cuda:0", False, 6 * 8 * 3]
+    assert "no CPU mirror" in r["refused"]

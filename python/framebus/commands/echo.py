@@ -64,6 +64,12 @@ def summary(arr: Any) -> Dict[str, Any]:
     return out
 
 
+def framebus_device_frame() -> type:
+    from .._native import DeviceFrame
+
+    return DeviceFrame
+
+
 def describe(frame: Any) -> Dict[str, Any]:
     """What echo prints of one frame: the header, then ``kind`` "array" (with the array's
     fields at the top level), "bytes" (``length``, ``codec``, ``head``) or "arrays" (a list of
@@ -78,7 +84,9 @@ def describe(frame: Any) -> Dict[str, Any]:
         "age_ms": (time.time() - frame.timestamp) * 1e3,
         "meta": meta.decode("utf-8", "replace") if meta else "",
     }
-    if frame.names is not None:
+    if isinstance(frame, framebus_device_frame()):
+        out.update(summary(frame.to_numpy()), device=frame.device)
+    elif frame.names is not None:
         flagged = set(frame.byte_names)
         arrays: List[Dict[str, Any]] = []
         for name, arr in frame.arrays.items():
