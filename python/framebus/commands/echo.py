@@ -64,12 +64,6 @@ def summary(arr: Any) -> Dict[str, Any]:
     return out
 
 
-def framebus_device_frame() -> type:
-    from .._native import DeviceFrame
-
-    return DeviceFrame
-
-
 def describe(frame: Any) -> Dict[str, Any]:
     """What echo prints of one frame: the header, then ``kind`` "array" (with the array's
     fields at the top level), "bytes" (``length``, ``codec``, ``head``) or "arrays" (a list of
@@ -84,7 +78,9 @@ def describe(frame: Any) -> Dict[str, Any]:
         "age_ms": (time.time() - frame.timestamp) * 1e3,
         "meta": meta.decode("utf-8", "replace") if meta else "",
     }
-    if isinstance(frame, framebus_device_frame()):
+    from .._native import DeviceFrame
+
+    if isinstance(frame, DeviceFrame):
         out.update(summary(frame.to_numpy()), device=frame.device)
     elif frame.names is not None:
         flagged = set(frame.byte_names)
