@@ -7,6 +7,7 @@ import glob
 import hashlib
 import math
 import os
+import sys
 from contextlib import contextmanager
 from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
@@ -38,7 +39,7 @@ def gpu_available() -> bool:
 
     if not framebus.gpu_available():
         return False
-    torch = _gpu._torch if _gpu._torch is not _gpu._UNSET else None
+    torch = sys.modules.get("torch")
     if torch is not None and _gpu.door() == "cuda":
         try:
             return bool(torch.cuda.is_available())
