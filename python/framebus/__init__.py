@@ -39,9 +39,8 @@ from .pipes import configure, pipe, pipe_stats, sync
 from ._stream import Publication, Stream, create, open, stream, unlink
 
 
-def gpu_available() -> bool:
-    """Whether GPU streams are available in this build (not yet: CPU streams only)."""
-    return False
+from ._device import gpu_available, gpu_info
+from ._native import DeviceArray, DeviceFrame, DeviceLoan
 
 
 __all__ = [
@@ -76,6 +75,10 @@ __all__ = [
     "errors",
     "gc",
     "gpu_available",
+    "gpu_info",
+    "DeviceArray",
+    "DeviceFrame",
+    "DeviceLoan",
     "list_streams",
     "open",
     "pipe",

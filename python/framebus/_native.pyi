@@ -1,13 +1,13 @@
 """Type stubs of framebus._native, the compiled core (checked against the module with
 ``python -m mypy.stubtest framebus._native``)."""
 
-from typing import Any, Dict, List, Optional, Protocol, Tuple, Union
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["COUNT_LIMITS", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "gc", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "DeviceArray", "DeviceFrame", "DeviceLoan", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -42,9 +42,14 @@ class Stream:
         permissions: Optional[int] = None,
         exist_ok: bool = False,
         variable: bool = False,
+        device: Optional[int] = None,
+        cpu_mirror: bool = False,
+        access: str = "auto",
     ) -> "Stream":
         """Opens ``name`` as a ``mode`` reader, or with ``create=True`` creates it (the core checks
-        every value; ``framebus.create`` is the documented way)."""
+        every value; ``framebus.create`` is the documented way). ``device`` (a CUDA ordinal)
+        creates a device stream, ``cpu_mirror`` also keeps its frames in host memory; ``access``
+        ("auto", "device", "host") says how an opened device stream is reached."""
     @property
     def name(self) -> str: ...
     @property
@@ -62,6 +67,17 @@ class Stream:
     @property
     def variable(self) -> bool:
         """Whether each frame carries its own shape and dtype (created with ``capacity=``)."""
+    @property
+    def device(self) -> Optional[str]:
+        """"cuda:N" for a device stream reached through its GPU (this process's ordinal); None
+        for a host stream or a device stream opened for its CPU mirror."""
+    @property
+    def device_stream(self) -> Optional[str]:
+        """The device a device stream's frames live on, as its creator numbered it; None for a
+        host stream."""
+    @property
+    def cpu_mirror(self) -> bool:
+        """Whether every frame of this device stream is also copied into host memory."""
     @property
     def slots(self) -> int: ...
     @property
@@ -88,7 +104,7 @@ class Stream:
     def lock_recoveries(self) -> int: ...
     @property
     def lock_owner(self) -> Optional[int]: ...
-    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None, codec: Optional[str] = None) -> None:
+    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None, codec: Optional[str] = None, stream: Optional[Any] = None) -> None:
         """Copies ``value`` into the next free slot and publishes it (one copy). ``value`` is
         checked first (shape, dtype, metadata size, ``seq``): on error nothing is written.
 
@@ -117,37 +133,53 @@ class Stream:
         encoded packet (for example ``"h264"``; ``framebus record`` feeds such frames to FFmpeg
         as they are). Raises ValueError naming the limit for a frame larger than the capacity,
         more than 31 arrays, a name longer than 32 bytes, a shape whose size overflows, and
-        TypeError for object, text or record dtypes; nothing is written then. One copy."""
+        TypeError for object, text or record dtypes; nothing is written then. One copy.
+
+        On a device stream ``value`` is an array on the stream's device that speaks
+        ``__cuda_array_interface__`` or DLPack (torch, CuPy, JAX, Numba, DeviceArray) of exactly
+        the stream's shape and dtype, C-contiguous (device arrays are not converted), copied
+        device-to-device on ``stream`` (a CUDA stream: an int handle, ``torch.cuda.Stream``,
+        ``cupy.cuda.Stream``; by default the stream the array's interface names, else the legacy
+        default stream) after every reader's work on the slot; nothing waits on the host. A
+        NumPy array is uploaded (the call waits for that copy). InvalidArgumentError for another
+        shape, dtype or device, or memory the driver does not know. ``stream=`` on a host stream
+        is an InvalidArgumentError."""
     def _write_raw(self, data: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> None:
         """Writes a variable-shape frame given whole, table first (as ``Frame._raw`` shows it;
         a bridge's receiving end). The table is validated against this stream's capacity first
         (InvalidArgumentError naming the problem; nothing written). One copy."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
-    def read(self, *, out: Optional[Any] = None) -> Any:
+    def read(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
         """A copy of the newest frame (into ``out`` if given; zeros before the first write).
         Never torn; never waits (``read_new`` and ``wait_view`` wait for a frame). Copies.
 
         On a variable-shape stream: the frame's array, a dict of its named arrays, or ``bytes``
         for a byte payload (None before the first write); ``out`` is an array (a dict of arrays
         for a dict frame) of exactly the frame's shape and dtype, else InvalidArgumentError
-        naming both and nothing is copied."""
-    def read_into(self, out: Any) -> Any:
+        naming both and nothing is copied.
+
+        On a device stream: a copy queued on ``stream`` (after the frame's ready event) into
+        ``out`` (a device array of the stream's device, shape and dtype; or a NumPy array, then
+        the call waits for the download) or into a new ``DeviceArray``."""
+    def read_into(self, out: Any, *, stream: Optional[Any] = None) -> Any:
         """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
-    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None) -> Any:
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
         last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``."""
-    def _read_info(self, *, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
-    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
+    def _read_info(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
+    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
     def wait(self, *, timeout: Optional[float] = None) -> int:
         """Waits for a frame newer than the last one this handle saw; returns its sequence."""
     def wait_after(self, after: int, *, timeout: Optional[float] = None) -> int:
         """Waits for a frame newer than sequence ``after``; returns the newest sequence."""
-    def view(self, timeout: Optional[float] = None) -> "Frame":
-        """Zero-copy read-only view of the newest frame, pinned until released."""
-    def wait_view(self, timeout: Optional[float] = None) -> "Frame":
+    def view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> Any:
+        """Zero-copy read-only view of the newest frame, pinned until released: a ``Frame``, or
+        for a device stream a ``DeviceFrame`` whose ``__cuda_array_interface__`` is ordered on
+        ``stream``."""
+    def wait_view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> Any:
         """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
-    def view_seq(self, seq: int) -> Optional["Frame"]:
+    def view_seq(self, seq: int, *, stream: Optional[Any] = None) -> Optional[Any]:
         """Zero-copy, pinned view of frame ``seq`` if the ring still holds it, else None (a later
         write reused its slot, or it is not written yet). Does not wait and does not copy. For a
         consumer told which frame to take by another channel (a message naming the sequence
@@ -167,7 +199,8 @@ class Stream:
         nbytes: Optional[int] = None,
         arrays: Optional[Dict[str, Tuple[Any, Any]]] = None,
         codec: Optional[str] = None,
-    ) -> "Loan":
+        stream: Optional[Any] = None,
+    ) -> Any:
         """A writable array in the next free slot: fill it, then commit (or leave the with block).
         No copy. ``frame_id``, ``meta``, ``timestamp_ns`` and ``seq`` (as in write(): without
         ``frame_id`` the frame keeps the previous frame's id) are checked now and attached at
@@ -180,7 +213,11 @@ class Stream:
         marks it as an encoded packet) or ``arrays={name: (shape, dtype)}`` (several arrays in
         one slot: ``loan.arrays`` / the ``with`` target is a dict of writable arrays). Limits as
         in write(): ValueError/TypeError, nothing claimed. A fixed-shape stream accepts only its
-        own ``shape``/``dtype`` there."""
+        own ``shape``/``dtype`` there.
+
+        A device stream returns a ``DeviceLoan`` (the slot's device memory, DLPack and
+        ``__cuda_array_interface__``) whose CUDA ``stream`` already waits for the readers' work on
+        the slot; commit records the frame's ready event on it."""
     def set_role(self, role: str, label: str = "") -> None:
         """Tags this handle for monitors (``framebus top``, ``framebus.stat``): ``role`` is one
         of "handle", "bridge out", "bridge in", "record", "play", "monitor", "writer"; ``label`` a
@@ -365,6 +402,103 @@ class _LoanSlot: ...
 @final
 class _Pin: ...
 
+@final
+class DeviceArray:
+    """Device memory framebus allocated for this process, one C-contiguous array (DLPack and
+    ``__cuda_array_interface__``); freed when the last reference goes."""
+
+    @staticmethod
+    def empty(shape: Sequence[int], dtype: Any, device: int = 0) -> "DeviceArray":
+        """A new, uninitialised array; DeviceUnavailableError without a GPU."""
+    @staticmethod
+    def from_numpy(array: np.ndarray, device: int = 0) -> "DeviceArray":
+        """A device copy of ``array`` (waits for the copy)."""
+    def copy_from_numpy(self, array: np.ndarray, stream: Optional[Any] = None) -> None:
+        """Copies ``array`` (this shape and dtype) in; waits for the copy."""
+    def to_numpy(self, stream: Optional[Any] = None) -> np.ndarray:
+        """A NumPy copy (waits for the copy)."""
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def ptr(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+    def __dlpack__(self, *, stream: Optional[Any] = None, max_version: Optional[Any] = None, dl_device: Optional[Any] = None, copy: Optional[bool] = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+@final
+class DeviceFrame:
+    """A frame of a device stream pinned in its slot (zero-copy): ``torch.from_dlpack(frame)``,
+    ``cupy.asarray(frame)``. Releasing it records this handle's release event on every CUDA
+    stream it went to, then unpins."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def timestamp_ns(self) -> int: ...
+    @property
+    def frame_id(self) -> int: ...
+    @property
+    def meta(self) -> bytes: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def ptr(self) -> int: ...
+    @property
+    def released(self) -> bool: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+    def __dlpack__(self, *, stream: Optional[Any] = None, max_version: Optional[Any] = None, dl_device: Optional[Any] = None, copy: Optional[bool] = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def release(self, stream: Optional[Any] = None) -> None: ...
+    def __enter__(self) -> "DeviceFrame": ...
+    def __exit__(self, *_exc: Any) -> None: ...
+
+@final
+class DeviceLoan:
+    """The next free slot of a device stream, writable device memory until committed."""
+
+    def commit(self, stream: Optional[Any] = None) -> int: ...
+    def abort(self) -> None: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def ptr(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def open(self) -> bool: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+    def __dlpack__(self, *, stream: Optional[Any] = None, max_version: Optional[Any] = None, dl_device: Optional[Any] = None, copy: Optional[bool] = None) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def __enter__(self) -> "DeviceLoan": ...
+    def __exit__(self, exc_type: Any = None, _exc: Any = None, _tb: Any = None) -> bool: ...
+
+def gpu_info() -> Dict[str, Any]:
+    """What this process can reach of GPUs (door, driver_version, devices, error); never raises."""
+def fake_cuda_read(ptr: int, nbytes: int) -> bytes:
+    """The fake door's device bytes (FRAMEBUS_CUDA=fake; tests)."""
+def fake_cuda_counts() -> Tuple[int, int, int]:
+    """The fake door's live (allocations, opened memory handles, events) in this process."""
 def unlink(name: str) -> None: ...
 def stream_names() -> List[str]: ...
 def stream_stats(name: str) -> Dict[str, Any]:

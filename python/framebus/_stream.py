@@ -17,6 +17,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _native
 from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity, timeout_seconds
+from ._device import parse_device
 from .errors import (
     InvalidArgumentError,
     StreamClosedError,
@@ -340,6 +341,8 @@ def create(
     mode: int = 0o600,
     exist_ok: bool = False,
     auto_unlink: bool = False,
+    device: Any = None,
+    cpu_mirror: bool = False,
 ) -> Stream:
     """Creates the stream ``name``: a ring of ``slots`` frames of ``shape`` and ``dtype`` in
     /dev/shm/framebus.<name>, fully allocated now, with permission bits ``mode`` (0o600 by
@@ -364,9 +367,23 @@ def create(
     ``read`` returns the same (an array, a dict, or bytes); ``loan`` takes ``shape=``/``dtype=``,
     ``nbytes=`` or ``arrays={name: (shape, dtype)}``. ``dtype`` and ``size`` do not apply then.
 
+    ``device="cuda:0"`` (also ``0``, ``"cuda"``, a ``torch.device``) creates a device stream:
+    the slots live in that GPU's memory, allocated now by this process, which owns it (it is
+    freed when the stream is unlinked, or when this process exits). ``write`` then takes any
+    array speaking DLPack or ``__cuda_array_interface__`` on that device (torch, CuPy, JAX,
+    Numba) and copies device-to-device on the caller's CUDA stream (``stream=``), or uploads a
+    NumPy array; ``loan()`` hands out the slot's device memory; ``view()``/``wait_view()`` return
+    a ``DeviceFrame`` that torch and CuPy take without a copy; ``read_new()`` copies into
+    ``out=`` or a new ``DeviceArray``. Ordering between processes uses CUDA events, never a host
+    wait. ``cpu_mirror=True`` also copies every frame into host memory, so readers without a GPU
+    open it as a host stream (each write then waits for that copy). See docs/gpu.md.
+
     Raises StreamExistsError (FileExistsError), ValueError for a bad name/shape/dtype/size,
     TypeError for arguments of the wrong type, InsufficientSpaceError (OSError, ENOSPC) when
-    /dev/shm is too small, PermissionError.
+    /dev/shm is too small, PermissionError; for ``device=``: DeviceUnavailableError
+    (RuntimeError) without a CUDA driver or device, InvalidArgumentError for a device that does
+    not exist, a dtype CUDA cannot hold or a variable-shape stream, DeviceError when a CUDA call
+    fails.
     """
     if shape is None and capacity is None:
         raise TypeError(
@@ -389,16 +406,18 @@ def create(
         raise InvalidArgumentError(
             f"size={size} does not match shape {dims} and dtype {dt} ({nbytes} bytes); omit size or fix it"
         )
+    ordinal = parse_device(device)
     stream = Stream(
         name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
-        max_readers=max_readers, permissions=mode, exist_ok=exist_ok, variable=variable,
+        max_readers=max_readers, permissions=mode, exist_ok=exist_ok, variable=variable, device=ordinal,
+        cpu_mirror=bool(cpu_mirror),
     )
     stream._auto_unlink = bool(auto_unlink)
     stream.set_role("writer")  # monitors show it as the writer; close() ends the stream
     return stream
 
 
-def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Optional[float] = 0.0) -> Stream:  # noqa: A001
+def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Optional[float] = 0.0, device: Any = None) -> Stream:  # noqa: A001
     """Opens the existing stream ``name`` and attaches a handle in reader ``mode``:
     ``"latest"`` (reads return the newest frame; skipped frames are counted in ``missed``) or
     ``"lossless"`` (the writer never overwrites a frame this handle has not read; it waits, and
@@ -411,8 +430,15 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Op
     GIL is released while it sleeps), so a stream is opened at most about 50 ms after its
     creator finished creating it.
 
+    A device stream is reached through its GPU; ``device`` chooses: None (default) uses the GPU
+    when this process has it and otherwise the stream's CPU mirror if it has one; ``"cpu"``
+    reads the CPU mirror only (NumPy frames, as a host stream); ``"cuda"``/``"cuda:N"``/``N``
+    requires the GPU (the stream's own device: the ordinal is checked against it).
+
     Raises StreamNotFoundError (FileNotFoundError) when there is no such stream (with a
     ``timeout``: none appeared within it; the message names the timeout),
+    DeviceUnavailableError for a device stream this process cannot reach (no driver, the GPU
+    not visible, its owner exited) and that has no CPU mirror,
     IncompatibleStreamError / CorruptStreamError (ValueError) for a segment it cannot read,
     PermissionError, TooManyReadersError when the stream's reader table is full, TypeError /
     InvalidArgumentError for a bad ``timeout``.
@@ -420,13 +446,14 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Op
     cls = _ReadOnlyStream if readonly else Stream
     limit = timeout_seconds(timeout)
     wait = math.inf if limit is None else limit
+    access = "auto" if device is None else "host" if parse_device(device) is None else "device"
     if wait == 0:
-        return cls(name, mode=mode)
+        return _checked_device(cls(name, mode=mode, access=access), device)
     deadline = time.monotonic() + wait
     pause = 0.001
     while True:
         try:
-            return cls(name, mode=mode)
+            return _checked_device(cls(name, mode=mode, access=access), device)
         except (StreamNotFoundError, StreamNotReadyError):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -438,6 +465,18 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Op
                 ) from None
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
+
+
+def _checked_device(handle: Stream, device: Any) -> Stream:
+    """The handle, unless ``device`` named a GPU other than the one it reaches."""
+    wanted = parse_device(device)
+    if wanted is not None and handle.device != f"cuda:{wanted}":
+        reached = handle.device
+        handle.close()
+        raise InvalidArgumentError(
+            f"stream {handle.name!r} keeps its frames on {reached}, not cuda:{wanted}; open it with device=None or device={reached!r}"
+        )
+    return handle
 
 
 def stream(name: str, **options: Any) -> Stream:

@@ -33,6 +33,8 @@ __all__ = [
     "PipeError",
     "PipeBrokenError",
     "PipeTimeoutError",
+    "DeviceError",
+    "DeviceUnavailableError",
     "FFmpegError",
     "FFmpegNotFoundError",
 ]
@@ -124,6 +126,16 @@ class TooManyReadersError(FramebusError, RuntimeError):
 
 class FramebusOSError(FramebusError, OSError):
     """Any other failed system call, with its errno."""
+
+
+class DeviceError(FramebusError, RuntimeError):
+    """A CUDA call on a device stream failed (the driver's error name and code are in the
+    message)."""
+
+
+class DeviceUnavailableError(DeviceError):
+    """A device stream cannot be used in this process: no CUDA driver or device, the stream's
+    GPU is not visible here, or the process that owned its GPU memory has exited."""
 
 
 class LockRecoveredWarning(RuntimeWarning):

@@ -116,6 +116,12 @@ impl FrameSpec {
         Err(PyErr::from_type(ErrorKind::InvalidArgument.class(py)?, (msg,)))
     }
 
+    /// A new C-contiguous array of zeros of this spec.
+    pub fn zeros<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let arr = py.import("numpy")?.call_method1("zeros", (self.shape_tuple.bind(py), self.dtype.bind(py)))?;
+        Ok(arr.cast_into::<PyUntypedArray>()?)
+    }
+
     /// A new, uninitialised C-contiguous array of this spec.
     pub fn empty<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyUntypedArray>> {
         // SAFETY: a NULL data pointer makes NumPy allocate and own the buffer; no base.

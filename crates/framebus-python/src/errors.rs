@@ -52,12 +52,14 @@ pub enum ErrorKind {
     Pipe,
     PipeBroken,
     PipeTimeout,
+    Device,
+    DeviceUnavailable,
     LockRecoveredWarning,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 22] = [ErrorKind::InvalidArgument, ErrorKind::InvalidFrame, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::LockRecoveredWarning];
+    pub const ALL: [ErrorKind; 24] = [ErrorKind::InvalidArgument, ErrorKind::InvalidFrame, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::Device, ErrorKind::DeviceUnavailable, ErrorKind::LockRecoveredWarning];
 
     /// The class's name in `framebus.errors`.
     pub fn name(self) -> &'static str {
@@ -83,6 +85,8 @@ impl ErrorKind {
             ErrorKind::Pipe => "PipeError",
             ErrorKind::PipeBroken => "PipeBrokenError",
             ErrorKind::PipeTimeout => "PipeTimeoutError",
+            ErrorKind::Device => "DeviceError",
+            ErrorKind::DeviceUnavailable => "DeviceUnavailableError",
             ErrorKind::LockRecoveredWarning => "LockRecoveredWarning",
         }
     }
@@ -122,7 +126,15 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
             fields.extend([("stream", name.as_str()), ("existing_spec", existing.as_str()), ("requested_spec", requested.as_str())]);
         }
         Error::NoSpace { name, path, .. } => fields.extend([("stream", name.as_str()), ("path", path.as_str())]),
-        Error::Timeout { name, .. } | Error::NoFreeSlot { name, .. } | Error::LockBusy { name, .. } | Error::Ended { name } | Error::Empty { name } | Error::TooManyReaders { name, .. } => {
+        Error::Timeout { name, .. }
+        | Error::NoFreeSlot { name, .. }
+        | Error::LockBusy { name, .. }
+        | Error::Ended { name }
+        | Error::Empty { name }
+        | Error::TooManyReaders { name, .. }
+        | Error::Device { name, .. }
+        | Error::DeviceUnavailable { name, .. }
+        | Error::WrongMemory { name, .. } => {
             fields.push(("stream", name.as_str()));
         }
         _ => {}
@@ -154,6 +166,9 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
         Error::LoanOpen { .. } => ErrorKind::LoanOpen.err(py, (msg,)),
         Error::Ended { .. } => ErrorKind::StreamEnded.err(py, (msg,)),
         Error::SequenceExhausted { .. } => ErrorKind::SequenceExhausted.err(py, (msg,)),
+        Error::Device { .. } => ErrorKind::Device.err(py, (msg,)),
+        Error::DeviceUnavailable { .. } => ErrorKind::DeviceUnavailable.err(py, (msg,)),
+        Error::WrongMemory { .. } => ErrorKind::InvalidArgument.err(py, (msg,)),
         Error::Interrupted => PyKeyboardInterrupt::new_err(()),
         Error::Io { source, .. } => ErrorKind::FramebusOS.err(py, (source.raw_os_error().unwrap_or(0), msg)),
     }

@@ -15,7 +15,8 @@ use crate::array::{DataPtr, FrameSpec};
 use crate::errors::{CoreError, ErrorKind, SignalCheck};
 use crate::frame::PyFrame;
 use crate::frame_arrays::{DescrCache, LayoutCache, ReadCache};
-use crate::loan::{LoanValues, PyLoan};
+use crate::dlpack::stream_arg;
+use crate::loan::LoanValues;
 
 /// Frames at least this large are copied with the GIL released.
 pub(crate) const DETACH_BYTES: usize = 256 * 1024;
@@ -39,6 +40,8 @@ pub struct PyStream {
 pub(crate) enum Layout {
     Fixed,
     Variable(VariableCaches),
+    /// Frames in GPU memory (stream_device.rs).
+    Device,
 }
 
 /// What a variable-shape stream remembers between frames, so that a frame laid out like the
@@ -117,6 +120,14 @@ impl PyStream {
         ))
     }
 
+    /// InvalidArgumentError for a host-only operation on a device stream.
+    pub(crate) fn refuse_device(&self, py: Python<'_>, what: &str) -> PyResult<()> {
+        if !matches!(self.layout, Layout::Device) {
+            return Ok(());
+        }
+        Err(ErrorKind::InvalidArgument.err(py, (format!("stream {:?} keeps its frames in GPU memory; {what} works on host streams only", self.name),)))
+    }
+
     /// Whether each frame carries its own table of arrays.
     pub(crate) fn is_variable(&self) -> bool {
         matches!(self.layout, Layout::Variable(_))
@@ -124,18 +135,22 @@ impl PyStream {
 
     /// Copies the newest frame (or the next new one, `new`), into `out` when given, with its
     /// record when `with_info`: the one read of both layouts.
-    fn read_frame<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+    #[allow(clippy::too_many_arguments)]
+    fn read_frame<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool, stream: Option<&Bound<'py, PyAny>>) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+        let stream = stream_arg(stream)?;
         match &self.layout {
-            Layout::Fixed => self.read_fixed(py, new, out, timeout, with_info).map(|(a, i)| (a.into_any(), i)),
-            Layout::Variable(v) => self.read_variable(py, v, new, out, timeout, with_info),
+            Layout::Fixed => self.refuse_cuda_stream(py, stream).and_then(|()| self.read_fixed(py, new, out, timeout, with_info)).map(|(a, i)| (a.into_any(), i)),
+            Layout::Variable(v) => self.refuse_cuda_stream(py, stream).and_then(|()| self.read_variable(py, v, new, out, timeout, with_info)),
+            Layout::Device => self.read_device(py, new, out, timeout, with_info, stream),
         }
     }
 
     /// A view of a pinned frame of this stream.
-    fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: framebus::Pinned) -> PyResult<PyFrame> {
+    fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: framebus::Pinned, stream: Option<u64>) -> PyResult<Py<PyAny>> {
         match &self.layout {
-            Layout::Fixed => Ok(PyFrame::new(py, &self.name, &self.spec, pinned)),
-            Layout::Variable(v) => self.frame_view_variable(py, v, s, pinned),
+            Layout::Fixed => self.refuse_cuda_stream(py, stream).and_then(|()| Ok(Bound::new(py, PyFrame::new(py, &self.name, &self.spec, pinned))?.into_any().unbind())),
+            Layout::Variable(v) => self.refuse_cuda_stream(py, stream).and_then(|()| Ok(Bound::new(py, self.frame_view_variable(py, v, s, pinned)?)?.into_any().unbind())),
+            Layout::Device => Ok(Bound::new(py, self.view_device(py, s, pinned, stream)?)?.into_any().unbind()),
         }
     }
 
@@ -161,7 +176,7 @@ impl PyStream {
     /// the keywords (``dtype``/``itemsize``/``shape``, or ``variable=True`` with ``shape=[capacity]``
     /// of ``|u1``). The core checks every value; unset counts take the core's defaults.
     #[new]
-    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, variable = false))]
+    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, variable = false, device = None, cpu_mirror = false, access = "auto"))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -177,7 +192,19 @@ impl PyStream {
         permissions: Option<&Bound<'_, PyAny>>,
         exist_ok: bool,
         variable: bool,
+        device: Option<u32>,
+        cpu_mirror: bool,
+        access: &str,
     ) -> PyResult<Self> {
+        let access = match access {
+            "auto" => framebus::ring::DeviceAccess::Auto,
+            "device" => framebus::ring::DeviceAccess::Device,
+            "host" => framebus::ring::DeviceAccess::Host,
+            other => return Err(ErrorKind::InvalidArgument.err(py, (format!("access must be 'auto', 'device' or 'host', got {other:?}"),))),
+        };
+        if cpu_mirror && device.is_none() {
+            return Err(ErrorKind::InvalidArgument.err(py, ("cpu_mirror=True needs a device stream (device=\"cuda:0\"): a host stream is already in host memory".to_owned(),)));
+        }
         let reader_mode = match mode {
             "latest" => ReaderMode::Latest,
             "lossless" => ReaderMode::Lossless,
@@ -192,7 +219,8 @@ impl PyStream {
             let (Some(dtype), Some(itemsize), Some(shape)) = (dtype, itemsize, shape) else {
                 return Err(pyo3::exceptions::PyTypeError::new_err("Stream(name, create=True) needs dtype=, itemsize= and shape="));
             };
-            let mut spec = StreamSpec { variable, ..StreamSpec::new(dtype, itemsize, shape) };
+            let device = device.map(|ordinal| framebus::ring::DeviceSpec { ordinal, cpu_mirror });
+            let mut spec = StreamSpec { variable, device, ..StreamSpec::new(dtype, itemsize, shape) };
             let mut options = CreateOptions { exist_ok, ..CreateOptions::default() };
             spec.slots = spec_count(py, "slots", slots)?.unwrap_or(spec.slots);
             spec.meta_capacity = spec_count(py, "meta_capacity", meta_capacity)?.unwrap_or(spec.meta_capacity);
@@ -200,7 +228,7 @@ impl PyStream {
             options.mode = spec_count(py, "mode", permissions)?.unwrap_or(options.mode);
             py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
         } else {
-            py.detach(|| framebus::Stream::open(name, reader_mode)).map_err(CoreError)?
+            py.detach(|| framebus::Stream::open_with(name, reader_mode, access)).map_err(CoreError)?
         };
         let spec = stream.spec().clone();
         Ok(PyStream {
@@ -209,7 +237,11 @@ impl PyStream {
             slots: spec.slots,
             meta_capacity: spec.meta_capacity,
             mode: stream.mode(),
-            layout: if spec.variable { Layout::Variable(VariableCaches::default()) } else { Layout::Fixed },
+            layout: match (spec.variable, stream.device().is_some()) {
+                (true, _) => Layout::Variable(VariableCaches::default()),
+                (false, true) => Layout::Device,
+                (false, false) => Layout::Fixed,
+            },
             inner: RwLock::new(Some(Arc::new(stream))),
         })
     }
@@ -248,6 +280,26 @@ impl PyStream {
     #[getter]
     fn variable(&self) -> bool {
         self.is_variable()
+    }
+
+    /// "cuda:N" for a device stream reached through its GPU; None for a host stream (and for a
+    /// device stream opened for its CPU mirror: see `device_stream`).
+    #[getter]
+    fn device(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.handle(py)?.device().map(|d| format!("cuda:{}", d.device())))
+    }
+
+    /// The device a device stream's frames live on, as its creator numbered it ("cuda:N"),
+    /// whether or not this handle reaches it; None for a host stream.
+    #[getter]
+    fn device_stream(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.handle(py)?.spec().device.map(|d| format!("cuda:{}", d.ordinal)))
+    }
+
+    /// Whether every frame of this device stream is also copied into host memory.
+    #[getter]
+    fn cpu_mirror(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.handle(py)?.spec().device.is_some_and(|d| d.cpu_mirror))
     }
 
     /// Frames in the ring.
@@ -353,9 +405,10 @@ impl PyStream {
 
     /// Copies `value` into the next slot and publishes it, with the sequence number `seq` if
     /// given (it must be above the newest frame's).
-    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None))]
+    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None, stream = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let stream = stream_arg(stream)?;
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         let meta = meta_of(py, meta)?;
@@ -363,8 +416,18 @@ impl PyStream {
         let deadline = deadline(py, timeout)?;
         let before = s.lock_recoveries();
         match &self.layout {
-            Layout::Fixed => self.write_fixed(py, &s, value, &info, codec, deadline)?,
-            Layout::Variable(v) => self.write_variable(py, v, &s, value, &info, codec, deadline)?,
+            Layout::Fixed => {
+                self.refuse_cuda_stream(py, stream)?;
+                self.write_fixed(py, &s, value, &info, codec, deadline)?
+            }
+            Layout::Variable(v) => {
+                self.refuse_cuda_stream(py, stream)?;
+                self.write_variable(py, v, &s, value, &info, codec, deadline)?
+            }
+            Layout::Device => {
+                self.refuse_layout(py, codec.is_some(), "codec=")?;
+                self.write_device(py, &s, value, &info, stream, deadline)?
+            }
         }
         self.warn_recovered(py, &s, before)
     }
@@ -377,6 +440,7 @@ impl PyStream {
     fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
+        self.refuse_device(py, "_write_raw")?;
         let buf = PyBuffer::<u8>::get(data)?;
         if !buf.is_c_contiguous() {
             return Err(PyTypeError::new_err("_write_raw takes a contiguous bytes-like object"));
@@ -402,37 +466,43 @@ impl PyStream {
         match &self.layout {
             Layout::Fixed => self.clear_fixed(py, &s, deadline),
             Layout::Variable(_) => self.clear_variable(py, &s, deadline),
+            Layout::Device => {
+                let zeros = self.spec.zeros(py)?;
+                let info = FrameInfo { frame_id: Some(0), ..FrameInfo::default() };
+                self.write_device(py, &s, zeros.as_any(), &info, None, deadline)
+            }
         }
     }
 
     /// Copy of the newest frame (never waits).
-    #[pyo3(signature = (*, out = None))]
-    fn read<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.read_frame(py, false, out, None, false)?.0)
+    #[pyo3(signature = (*, out = None, stream = None))]
+    fn read<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.read_frame(py, false, out, None, false, stream)?.0)
     }
 
     /// Copies the newest frame into `out` and returns `out`.
-    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.read_frame(py, false, Some(out), None, false)?.0)
+    #[pyo3(signature = (out, *, stream = None))]
+    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.read_frame(py, false, Some(out), None, false, stream)?.0)
     }
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
-    #[pyo3(signature = (*, timeout = None, out = None))]
-    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.read_frame(py, true, out, timeout, false)?.0)
+    #[pyo3(signature = (*, timeout = None, out = None, stream = None))]
+    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.read_frame(py, true, out, timeout, false, stream)?.0)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the newest frame, read together.
-    #[pyo3(signature = (*, out = None))]
-    fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = self.read_frame(py, false, out, None, true)?;
+    #[pyo3(signature = (*, out = None, stream = None))]
+    fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let (arr, info) = self.read_frame(py, false, out, None, true, stream)?;
         info_tuple(py, arr, info)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
-    #[pyo3(signature = (*, timeout = None, out = None))]
-    fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = self.read_frame(py, true, out, timeout, true)?;
+    #[pyo3(signature = (*, timeout = None, out = None, stream = None))]
+    fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let (arr, info) = self.read_frame(py, true, out, timeout, true, stream)?;
         info_tuple(py, arr, info)
     }
 
@@ -447,8 +517,9 @@ impl PyStream {
 
     /// Zero-copy read-only view of the newest frame (waits for the first frame of an empty
     /// stream, up to `timeout`).
-    #[pyo3(signature = (timeout = None))]
-    fn view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<PyFrame> {
+    #[pyo3(signature = (timeout = None, *, stream = None))]
+    fn view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        let stream = stream_arg(stream)?;
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = match s.pin_latest() {
@@ -459,20 +530,23 @@ impl PyStream {
             other => other,
         }
         .map_err(CoreError)?;
-        self.frame_view(py, &s, pinned)
+        self.frame_view(py, &s, pinned, stream)
     }
 
     /// Zero-copy view of the next frame this handle has not seen (read_new semantics).
-    #[pyo3(signature = (timeout = None))]
-    fn wait_view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<PyFrame> {
+    #[pyo3(signature = (timeout = None, *, stream = None))]
+    fn wait_view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        let stream = stream_arg(stream)?;
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?;
-        self.frame_view(py, &s, pinned)
+        self.frame_view(py, &s, pinned, stream)
     }
 
     /// Zero-copy view of frame `seq` if the ring still holds it, else None (see docs in the stub).
-    fn view_seq(&self, py: Python<'_>, seq: &Bound<'_, PyAny>) -> PyResult<Option<PyFrame>> {
+    #[pyo3(signature = (seq, *, stream = None))]
+    fn view_seq(&self, py: Python<'_>, seq: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
+        let stream = stream_arg(stream)?;
         if seq.is_none() {
             return Err(PyTypeError::new_err("seq must be an int (a frame's sequence number), got None"));
         }
@@ -481,11 +555,11 @@ impl PyStream {
         let Some(pinned) = s.pin_seq(seq) else {
             return Ok(None);
         };
-        self.frame_view(py, &s, pinned).map(Some)
+        self.frame_view(py, &s, pinned, stream).map(Some)
     }
 
     /// A writable array in the next free slot, published on commit / clean `with` exit.
-    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None, shape = None, dtype = None, nbytes = None, arrays = None, codec = None))]
+    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None, shape = None, dtype = None, nbytes = None, arrays = None, codec = None, stream = None))]
     #[allow(clippy::too_many_arguments)]
     fn loan(
         &self,
@@ -500,17 +574,28 @@ impl PyStream {
         nbytes: Option<&Bound<'_, PyAny>>,
         arrays: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
-    ) -> PyResult<Py<PyLoan>> {
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let stream = stream_arg(stream)?;
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.handle(py)?;
         let meta = meta_of(py, meta)?.as_slice().to_vec();
         let values = LoanValues { frame_id, meta, timestamp_ns, seq };
         let deadline = deadline(py, timeout)?;
         match &self.layout {
-            Layout::Fixed => self.loan_fixed(py, &s, (shape, dtype, nbytes, arrays), codec, values, deadline),
+            Layout::Fixed => {
+                self.refuse_cuda_stream(py, stream)?;
+                Ok(self.loan_fixed(py, &s, (shape, dtype, nbytes, arrays), codec, values, deadline)?.into_any())
+            }
             Layout::Variable(v) => {
+                self.refuse_cuda_stream(py, stream)?;
                 let layout = self.loan_table(py, v, &s, (shape, dtype, nbytes, arrays), codec)?;
-                self.loan_variable(py, &s, layout, values, deadline)
+                Ok(self.loan_variable(py, &s, layout, values, deadline)?.into_any())
+            }
+            Layout::Device => {
+                let given = shape.is_some() || dtype.is_some() || nbytes.is_some() || arrays.is_some() || codec.is_some();
+                self.refuse_layout(py, given, "shape=, dtype=, nbytes=, arrays= and codec=")?;
+                self.loan_device(py, &s, values, deadline, stream)
             }
         }
     }

@@ -93,6 +93,19 @@ pub enum Error {
     #[error("stream {name:?} has no frame yet; wait with read_new() or write one first")]
     Empty { name: String },
 
+    /// A CUDA call (through the GPU door) failed on a device stream.
+    #[error("stream {name:?}: {op}: {source}")]
+    Device { name: String, op: &'static str, #[source] source: crate::gpu::door::DoorError },
+
+    /// A device stream cannot be made or reached in this process: no CUDA driver, no such
+    /// device, the other door, or memory whose owner is gone.
+    #[error("stream {name:?}: {reason}")]
+    DeviceUnavailable { name: String, reason: String },
+
+    /// A host operation was asked of a device stream (or the other way round).
+    #[error("stream {name:?}: {what}")]
+    WrongMemory { name: String, what: String },
+
     /// A wait was interrupted by the caller's check (a Python signal).
     #[error("interrupted")]
     Interrupted,

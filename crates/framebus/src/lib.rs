@@ -16,6 +16,7 @@
 
 pub mod copy;
 pub mod error;
+pub mod gpu;
 pub mod pipe;
 pub mod process;
 pub mod recovery;
@@ -26,6 +27,14 @@ pub mod sync;
 pub use error::{Error, Result};
 pub use recovery::StreamInfo;
 pub use ring::{CreateOptions, FrameInfo, FrameRef, KeptSlot, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ};
-pub use shm::unlink;
 pub use sync::deadline::Deadline;
 pub use sync::lock::Acquired;
+
+/// Removes a stream's name; processes that have it open keep working until they close it. The
+/// GPU memory of a device stream this process created is freed here (created elsewhere: by its
+/// creator, when it next creates or closes a device stream, or exits).
+pub fn unlink(stream: &str) -> Result<()> {
+    shm::unlink(stream)?;
+    gpu::registry::sweep_owned();
+    Ok(())
+}

@@ -54,7 +54,7 @@ const DTYPES: &[(&str, u32)] = &[("|u1", 1), ("<u2", 2), ("<i4", 4), ("<f4", 4),
 fn spec_strategy() -> impl Strategy<Value = StreamSpec> {
     (0..DTYPES.len(), prop::collection::vec(1u64..6, 1..4), 2u32..6, 0u32..64, 1u32..8).prop_map(|(d, shape, slots, meta, readers)| {
         let (dtype, itemsize) = DTYPES[d];
-        StreamSpec { dtype: dtype.into(), itemsize, shape, slots, meta_capacity: meta, max_readers: readers, variable: false }
+        StreamSpec { dtype: dtype.into(), itemsize, shape, slots, meta_capacity: meta, max_readers: readers, variable: false, device: None }
     })
 }
 

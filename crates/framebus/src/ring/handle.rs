@@ -31,6 +31,18 @@ impl Default for CreateOptions {
     }
 }
 
+/// How a handle reaches a device stream's frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceAccess {
+    /// Through the GPU when this process has the stream's device; a stream with a CPU mirror is
+    /// read from the mirror otherwise.
+    Auto,
+    /// Through the GPU, or fail.
+    Device,
+    /// From the CPU mirror only (fails for a device stream without one).
+    Host,
+}
+
 /// Reader mode of a handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReaderMode {
@@ -83,6 +95,9 @@ pub struct Stream {
     pub(super) windows: super::windows::SlotWindows,
     /// Kept frames of finished loans (kept.rs).
     pub(super) kept: Mutex<super::kept::KeptTable>,
+    /// A device stream's memory and events as this process reaches them (device.rs); None for
+    /// host streams, peek handles and handles on the CPU mirror only.
+    pub(super) device: Option<super::device::DeviceSlots>,
 }
 
 impl Stream {
@@ -142,6 +157,14 @@ impl Stream {
         h.total_bytes = g.total_bytes;
         h.creator_pid = me.pid;
         h.creator_start = me.start;
+        if let Some(device) = spec.device {
+            h.version = layout::DEVICE_VERSION;
+            h.device = device.ordinal + 1;
+            h.flags |= layout::FLAG_DEVICE;
+            if device.cpu_mirror {
+                h.flags |= layout::FLAG_CPU_MIRROR;
+            }
+        }
         h.created_ns = now_ns();
         h.slot_count = g.slot_count;
         h.max_readers = g.max_readers;
@@ -164,16 +187,54 @@ impl Stream {
         let checksum = layout::header_checksum(image);
         // SAFETY: as above; still the only access.
         unsafe { (*map.as_ptr().cast::<Header>()).checksum = checksum };
-        let stream = Stream::assemble(stream, segment, map, spec.clone(), g, Some(ReaderMode::Latest))?;
+        let mut stream = match Stream::assemble(stream, segment, map, spec.clone(), g, Some(ReaderMode::Latest)) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = shm::unlink(stream);
+                return Err(e);
+            }
+        };
+        if let Some(device) = spec.device {
+            match super::device::DeviceSlots::create(&stream, device.ordinal) {
+                Ok(slots) => stream.device = Some(slots),
+                Err(e) => {
+                    let _ = stream.unlink();
+                    return Err(e);
+                }
+            }
+        }
         stream.header().ready.store(READY, Ordering::Release);
         futex::wake_all(&stream.header().ready);
         Ok(stream)
     }
 
-    /// Opens an existing stream and attaches this handle in `mode`.
+    /// Opens an existing stream and attaches this handle in `mode` (a device stream through
+    /// the GPU, or its CPU mirror where this process cannot reach the GPU).
     pub fn open(stream: &str, mode: ReaderMode) -> Result<Stream> {
+        Stream::open_with(stream, mode, DeviceAccess::Auto)
+    }
+
+    /// Opens an existing stream, choosing how a device stream's frames are reached.
+    pub fn open_with(stream: &str, mode: ReaderMode, access: DeviceAccess) -> Result<Stream> {
         let (segment, map, spec, geometry) = Stream::map_validated(stream, OPEN_READY_TIMEOUT)?;
-        Stream::assemble(stream, segment, map, spec, geometry, Some(mode))
+        let Some(device) = spec.device else {
+            return match access {
+                DeviceAccess::Device => Err(Error::WrongMemory { name: stream.into(), what: "it is a host stream, its frames are not in GPU memory".into() }),
+                _ => Stream::assemble(stream, segment, map, spec, geometry, Some(mode)),
+            };
+        };
+        if access == DeviceAccess::Host && !device.cpu_mirror {
+            return Err(Error::WrongMemory { name: stream.into(), what: format!("its frames are only in GPU memory (cuda:{}; it has no CPU mirror): open it with the GPU, or create it with cpu_mirror=True", device.ordinal) });
+        }
+        let mut s = Stream::assemble(stream, segment, map, spec, geometry, Some(mode))?;
+        if access != DeviceAccess::Host {
+            match super::device::DeviceSlots::open(&s) {
+                Ok(slots) => s.device = Some(slots),
+                Err(Error::DeviceUnavailable { .. }) if access == DeviceAccess::Auto && device.cpu_mirror => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(s)
     }
 
     /// Opens a stream to look at it without attaching (no reader entry is taken): for `ls`,
@@ -224,8 +285,15 @@ impl Stream {
         if header.magic != MAGIC {
             return Err(corrupt("bad magic".into()));
         }
-        if header.version != VERSION {
+        let device = header.flags & layout::FLAG_DEVICE != 0;
+        if header.version != VERSION && header.version != layout::DEVICE_VERSION {
             return Err(Error::IncompatibleVersion { name: stream.into(), path, found: header.version, supported: VERSION });
+        }
+        if (header.version == layout::DEVICE_VERSION) != device {
+            return Err(corrupt(format!("layout version {} does not match its device flag", header.version)));
+        }
+        if header.flags & !layout::KNOWN_FLAGS != 0 {
+            return Err(corrupt(format!("it uses features this framebus does not know (flags {:#x}); open it with the framebus that made it", header.flags)));
         }
         // SAFETY: the probe mapping covers HEADER_BYTES.
         let image = unsafe { std::slice::from_raw_parts(probe.as_ptr(), HEADER_BYTES) };
@@ -257,6 +325,7 @@ impl Stream {
             holds: Mutex::new((0, 0)),
             windows: Default::default(),
             kept: Default::default(),
+            device: None,
         };
         if let Some(mode) = mode {
             let index = s.register(mode)?;
@@ -354,7 +423,10 @@ impl Stream {
             return Ok(false);
         }
         match shm::unlink(&self.name) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                crate::gpu::registry::sweep_owned();
+                Ok(true)
+            }
             Err(Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
         }
@@ -379,6 +451,7 @@ impl Drop for Stream {
             return;
         }
         self.release_all_holds();
+        self.device_detach();
         if self.is_attached() {
             self.unregister();
         }
@@ -407,6 +480,12 @@ fn validate_header(h: &Header, file_len: u64) -> std::result::Result<(StreamSpec
         meta_capacity: h.meta_capacity,
         max_readers: h.max_readers,
         variable: h.flags & layout::FLAG_VARIABLE != 0,
+        device: match h.flags & layout::FLAG_DEVICE {
+            0 if h.device == 0 && h.flags & layout::FLAG_CPU_MIRROR == 0 => None,
+            0 => return Err("host stream with device fields set".into()),
+            _ if h.device == 0 => return Err("device stream without a device".into()),
+            _ => Some(super::spec::DeviceSpec { ordinal: h.device - 1, cpu_mirror: h.flags & layout::FLAG_CPU_MIRROR != 0 }),
+        },
     };
     let expected = spec.geometry().map_err(|e| e.to_string())?;
     if expected != Geometry::of(h) {

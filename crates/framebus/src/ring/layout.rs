@@ -1,15 +1,19 @@
-//! The shared-memory layout of a stream, version 2. This file is the single definition of the
-//! format; docs/layout.md describes it for people. Any change to a struct here that moves a field
-//! bumps [`VERSION`], and readers refuse versions they do not know.
+//! The shared-memory layout of a stream, version 2 (host streams) and 3 (device streams). This
+//! file is the single definition of the format; docs/layout.md describes it for people. Any
+//! change to a struct here that moves a field bumps the version, and readers refuse versions
+//! they do not know.
 //!
 //! ```text
 //! offset 0             Header                          (HEADER_BYTES)
 //! readers_offset       ReaderEntry x max_readers       (128 bytes each)
 //! slots_offset         SlotDesc    x slot_count        (192 bytes each)
+//! device_offset        device section                  (device streams only, device_bytes)
 //! payload_offset       payload     x slot_count        (slot_stride each, a multiple of 4096)
 //!                      each payload: frame bytes, then up to meta_capacity metadata bytes
 //!                      (variable-shape streams: the frame bytes start with the frame's
-//!                      table of arrays, see `frame_table`)
+//!                      table of arrays, see `frame_table`; device streams keep their frames
+//!                      in device memory, so their payload holds only the metadata, or the
+//!                      frame's host copy and then the metadata with `FLAG_CPU_MIRROR`)
 //! ```
 //!
 //! Words that change after creation are atomics (through `sync::atomic`), everything else is
@@ -27,6 +31,18 @@ pub const VERSION: u32 = 2;
 /// `[capacity]`, `frame_bytes` is `frame_table::TABLE_BYTES + capacity`, and every frame starts
 /// with its own table of arrays.
 pub const FLAG_VARIABLE: u32 = 1;
+/// `Header::flags` bit 1: a device stream. Its frames live in device memory allocated by the
+/// creator; the device section after the slot descriptors holds the memory's and the events'
+/// inter-process handles. `Header::device` is the creator's device ordinal plus one.
+pub const FLAG_DEVICE: u32 = 2;
+/// `Header::flags` bit 2 (device streams only): every frame is also copied into its host slot,
+/// so readers without a GPU read the stream as a host stream.
+pub const FLAG_CPU_MIRROR: u32 = 4;
+/// Every flag this build understands; a segment with any other bit set is refused.
+pub const KNOWN_FLAGS: u32 = FLAG_VARIABLE | FLAG_DEVICE | FLAG_CPU_MIRROR;
+/// Layout version of a device stream. Host streams keep [`VERSION`], so builds that know only
+/// version 2 go on reading them, and refuse device streams by this number.
+pub const DEVICE_VERSION: u32 = 3;
 /// Value of `Header::ready` once the creator has finished.
 pub const READY: u32 = 0x5245_4459; // "READY"
 /// Payload alignment (a page).
@@ -93,7 +109,8 @@ pub struct Header {
     pub flags: u32,
     pub total_bytes: u64,
     pub creator_pid: u32,
-    pub _pad0: u32,
+    /// Device streams: the creator's device ordinal plus one; 0 for host streams.
+    pub device: u32,
     pub creator_start: u64,
     pub created_ns: u64,
     // -- geometry: 64..256
@@ -241,6 +258,66 @@ pub mod role {
     }
 }
 
+pub use crate::gpu::door::IPC_HANDLE_BYTES;
+
+/// Start of a device stream's device section (at `Geometry::device_offset`). Written once by
+/// the creator before `Header::ready`, except `state`.
+#[repr(C, align(64))]
+pub struct DeviceHeader {
+    /// Which door made the memory and events: 1 the CUDA driver, 2 the fake
+    /// (`gpu::door::DoorKind::code`); a process behind the other door refuses the stream.
+    pub door: u32,
+    /// `DEVICE_LIVE` while the memory is allocated; `DEVICE_FREED` once its owner freed it.
+    pub state: AtomicU32,
+    /// `cuDeviceGetUuid` of the device (ordinals depend on `CUDA_VISIBLE_DEVICES`).
+    pub uuid: [u8; 16],
+    /// Bytes of one frame in device memory.
+    pub frame_bytes: u64,
+    /// Bytes from one slot's frame to the next in the allocation (a multiple of 512).
+    pub pitch: u64,
+    /// Bytes of the allocation (`pitch * slot_count`).
+    pub alloc_bytes: u64,
+    /// The process that allocated the memory and owns it (pid, start time).
+    pub owner_pid: u32,
+    pub _pad0: u32,
+    pub owner_start: u64,
+    pub _pad1: [u64; 8],
+    /// Inter-process handle of the allocation that holds every slot.
+    pub memory: [u8; IPC_HANDLE_BYTES],
+    pub _reserved: [u64; 8],
+}
+
+/// Bytes of the device section's fixed part; then `slot_count` event handles
+/// (`IPC_HANDLE_BYTES` each: slot i's *ready* event, recorded after each frame written into it),
+/// then `max_readers` [`ReleaseEvent`]s.
+pub const DEVICE_HEADER_BYTES: usize = std::mem::size_of::<DeviceHeader>();
+
+/// `DeviceHeader::state` values.
+pub const DEVICE_LIVE: u32 = 1;
+pub const DEVICE_FREED: u32 = 2;
+
+/// Per reader entry: the event the handle in that entry records on its CUDA stream when it lets
+/// a device frame go, so a writer's next frame into that memory waits for the reader's work.
+#[repr(C, align(64))]
+pub struct ReleaseEvent {
+    /// Bumped (odd while being changed, even and non-zero when set) whenever the handle stored
+    /// a new event; 0 when the entry has none.
+    pub version: AtomicU64,
+    /// Pid of the handle's process (matches `ReaderEntry::pid` while the event is current).
+    pub pid: AtomicU32,
+    pub _pad0: u32,
+    pub _pad1: [u64; 6],
+    /// The event's inter-process handle.
+    pub handle: [AtomicU64; IPC_HANDLE_BYTES / 8],
+}
+
+/// Bytes of the device section of a device stream with these counts (0 for a host stream).
+pub fn device_section_bytes(slot_count: u32, max_readers: u32) -> Option<u64> {
+    let slots = u64::from(slot_count).checked_mul(IPC_HANDLE_BYTES as u64)?;
+    let readers = u64::from(max_readers).checked_mul(std::mem::size_of::<ReleaseEvent>() as u64)?;
+    align_up((DEVICE_HEADER_BYTES as u64).checked_add(slots)?.checked_add(readers)?, PAGE)
+}
+
 // Loom's model atomics are larger than the real ones; the layout is only asserted for real builds.
 #[cfg(not(loom))]
 const _: () = {
@@ -259,6 +336,11 @@ const _: () = {
     assert!(offset_of!(ReaderEntry, pinned_since_ns) == 48);
     assert!(offset_of!(ReaderEntry, label) == 72);
     assert!(offset_of!(Header, writer_pid) == 408);
+    assert!(offset_of!(Header, device) == 44);
+    assert!(DEVICE_HEADER_BYTES == 256);
+    assert!(offset_of!(DeviceHeader, memory) == 128);
+    assert!(size_of::<ReleaseEvent>() == 128);
+    assert!(offset_of!(ReleaseEvent, handle) == 64);
 };
 
 /// Geometry of a segment, computed from its spec.
@@ -271,6 +353,10 @@ pub struct Geometry {
     pub slot_stride: u64,
     pub readers_offset: u64,
     pub slots_offset: u64,
+    /// Device streams: where the device section starts (page aligned), and its length; for
+    /// host streams `device_bytes` is 0 and `device_offset == payload_offset`.
+    pub device_offset: u64,
+    pub device_bytes: u64,
     pub payload_offset: u64,
     pub total_bytes: u64,
 }
@@ -284,19 +370,32 @@ pub const fn align_up(n: u64, to: u64) -> Option<u64> {
 }
 
 impl Geometry {
-    /// Lays out a segment; None if the sizes overflow.
+    /// Lays out a host segment; None if the sizes overflow.
     pub fn new(slot_count: u32, max_readers: u32, frame_bytes: u64, meta_capacity: u32) -> Option<Geometry> {
-        let readers_offset = align_up(HEADER_BYTES as u64, 64)?;
-        let slots_offset = readers_offset.checked_add(u64::from(max_readers) * std::mem::size_of::<ReaderEntry>() as u64)?;
-        let payload_offset = align_up(slots_offset.checked_add(u64::from(slot_count) * std::mem::size_of::<SlotDesc>() as u64)?, PAGE)?;
-        let slot_stride = align_up(frame_bytes.checked_add(u64::from(meta_capacity))?.max(1), PAGE)?;
-        let total_bytes = payload_offset.checked_add(slot_stride.checked_mul(u64::from(slot_count))?)?;
-        Some(Geometry { slot_count, max_readers, frame_bytes, meta_capacity, slot_stride, readers_offset, slots_offset, payload_offset, total_bytes })
+        Geometry::with_device(slot_count, max_readers, frame_bytes, meta_capacity, false)
     }
 
-    /// Reads the geometry recorded in a header.
+    /// Lays out a segment, with a device section for a device stream (`frame_bytes` is then
+    /// what the host slots hold: 0, or the frame's size for a CPU mirror).
+    pub fn with_device(slot_count: u32, max_readers: u32, frame_bytes: u64, meta_capacity: u32, device: bool) -> Option<Geometry> {
+        let readers_offset = align_up(HEADER_BYTES as u64, 64)?;
+        let slots_offset = readers_offset.checked_add(u64::from(max_readers) * std::mem::size_of::<ReaderEntry>() as u64)?;
+        let device_offset = align_up(slots_offset.checked_add(u64::from(slot_count) * std::mem::size_of::<SlotDesc>() as u64)?, PAGE)?;
+        let device_bytes = if device { device_section_bytes(slot_count, max_readers)? } else { 0 };
+        let payload_offset = device_offset.checked_add(device_bytes)?;
+        let slot_stride = align_up(frame_bytes.checked_add(u64::from(meta_capacity))?.max(1), PAGE)?;
+        let total_bytes = payload_offset.checked_add(slot_stride.checked_mul(u64::from(slot_count))?)?;
+        Some(Geometry { slot_count, max_readers, frame_bytes, meta_capacity, slot_stride, readers_offset, slots_offset, device_offset, device_bytes, payload_offset, total_bytes })
+    }
+
+    /// Reads the geometry recorded in a header (the device section is what lies between the
+    /// page after the slot descriptors and the payloads).
     pub fn of(header: &Header) -> Geometry {
+        let slots_end = header.slots_offset.saturating_add(u64::from(header.slot_count).saturating_mul(std::mem::size_of::<SlotDesc>() as u64));
+        let device_offset = align_up(slots_end, PAGE).unwrap_or(u64::MAX);
         Geometry {
+            device_offset,
+            device_bytes: header.payload_offset.saturating_sub(device_offset),
             slot_count: header.slot_count,
             max_readers: header.max_readers,
             frame_bytes: header.frame_bytes,

@@ -1,6 +1,7 @@
 //! The ring of frame slots in one segment: layout, handles, the writer and the readers.
 
 mod blocked;
+mod device;
 pub mod frame_table;
 pub mod monitor;
 mod handle;
@@ -15,9 +16,10 @@ mod variable;
 mod windows;
 mod writer;
 
-pub use handle::{describe, now_ns, CreateOptions, ReaderMode, Stream, OPEN_READY_TIMEOUT};
+pub use device::{Dest, DeviceSlots, Source, DEVICE_PITCH_ALIGN};
+pub use handle::{describe, now_ns, CreateOptions, DeviceAccess, ReaderMode, Stream, OPEN_READY_TIMEOUT};
 pub use kept::{set_pages_in_use_check, KeptSlot};
 pub use reader::{FrameRef, Pinned};
-pub use spec::{count, numpy_name, StreamSpec, COUNT_LIMITS};
+pub use spec::{count, numpy_name, DeviceSpec, StreamSpec, COUNT_LIMITS, MAX_DEVICE};
 pub use layout::MAX_SEQ;
 pub use writer::{FrameInfo, WriteGuard};

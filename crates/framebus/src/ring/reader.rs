@@ -457,6 +457,11 @@ impl Pinned {
         Pinned { stream, slot, seq, generation: crate::process::fork_generation() }
     }
 
+    /// The pinned slot.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
     /// Sequence number of the pinned frame (0: an empty slot kept for a discarded loan).
     pub fn seq(&self) -> u64 {
         self.seq

@@ -21,12 +21,26 @@ pub struct StreamSpec {
     /// A variable-shape stream: `shape` is `[capacity]` of `|u1` (bytes of array data per
     /// frame) and every frame carries its own table of arrays (see `frame_table`).
     pub variable: bool,
+    /// A device stream: its frames live in the memory of this device (None: a host stream).
+    pub device: Option<DeviceSpec>,
 }
+
+/// Where a device stream keeps its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// CUDA device ordinal, as the creating process numbers its devices.
+    pub ordinal: u32,
+    /// Every frame is also copied into its host slot, for readers without a GPU.
+    pub cpu_mirror: bool,
+}
+
+/// Most device ordinals a stream may name.
+pub const MAX_DEVICE: u32 = 1024;
 
 impl StreamSpec {
     /// A spec with the default ring (4 slots, 256 metadata bytes, 64 handles).
     pub fn new(dtype: impl Into<String>, itemsize: u32, shape: Vec<u64>) -> StreamSpec {
-        StreamSpec { dtype: dtype.into(), itemsize, shape, slots: 4, meta_capacity: 256, max_readers: 64, variable: false }
+        StreamSpec { dtype: dtype.into(), itemsize, shape, slots: 4, meta_capacity: 256, max_readers: 64, variable: false, device: None }
     }
 
     /// A variable-shape stream whose frames may hold up to `capacity` bytes of arrays each
@@ -42,6 +56,15 @@ impl StreamSpec {
             data.checked_add(super::frame_table::TABLE_BYTES)
         } else {
             Some(data)
+        }
+    }
+
+    /// Bytes the host slots hold of each frame: the whole frame, except for a device stream
+    /// without a CPU mirror (its frames live in device memory only).
+    pub fn host_frame_bytes(&self) -> Option<u64> {
+        match self.device {
+            Some(DeviceSpec { cpu_mirror: false, .. }) => Some(0),
+            _ => self.frame_bytes(),
         }
     }
 
@@ -77,7 +100,16 @@ impl StreamSpec {
                 true => Error::InvalidArgument(format!("a capacity of {} bytes per frame is too large", self.shape[0])),
                 false => Error::InvalidArgument(format!("a frame of shape {:?} and itemsize {} is too large", self.shape, self.itemsize)),
             })?;
-        Geometry::new(self.slots, self.max_readers, frame_bytes, self.meta_capacity)
+        if let Some(device) = self.device {
+            if self.variable {
+                return bad("a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory".into());
+            }
+            if device.ordinal >= MAX_DEVICE {
+                return bad(format!("device ordinal must be below {MAX_DEVICE}, got {}", device.ordinal));
+            }
+        }
+        let host_bytes = if self.device.is_some_and(|d| !d.cpu_mirror) { 0 } else { frame_bytes };
+        Geometry::with_device(self.slots, self.max_readers, host_bytes, self.meta_capacity, self.device.is_some())
             .filter(|g| g.total_bytes <= isize::MAX as u64 / 2)
             .ok_or_else(|| Error::InvalidArgument(format!("{} slots of {frame_bytes} bytes are too large", self.slots)))
     }
