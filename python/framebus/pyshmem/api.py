@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _native
 from .. import _stream as _fb
-from ..errors import StreamExistsError, StreamNotFoundError
+from ..errors import DeviceUnavailableError, InvalidArgumentError, StreamExistsError, StreamNotFoundError
 from . import errors as _err
 from . import gpu as _gpu
 from .gpu_handle import GpuSharedMemory
@@ -128,9 +128,13 @@ def _wrap(stream: _fb.Stream, *, owner: bool, readonly: bool) -> SharedMemory:
         pid, instance = _generation(stream.name)
     except OSError:  # unlinked between open and now: the handle still works
         pid, instance = (os.getpid() if owner else 0), None
-    device = getattr(stream, "device", None)  # framebus device streams name their CUDA device
-    cls = GpuSharedMemory if isinstance(device, str) and device.startswith("cuda") else SharedMemory
-    return cls(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
+    # A GPU stream reached through its GPU gets the GPU handle; one read from its CPU mirror a
+    # CPU handle that says so (pyshmem: gpu_enabled, no gpu_device).
+    cls = GpuSharedMemory if stream.device is not None else SharedMemory
+    shm = cls(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
+    if stream.device is None and stream.device_stream is not None:
+        shm.gpu_enabled, shm.cpu_mirror = True, True
+    return shm
 
 
 def create(
@@ -181,55 +185,51 @@ def create(
     return shm
 
 
-def _stored_device(name: str) -> Tuple[Optional[str], bool]:
-    """(the CUDA device a stream's frames live on or None, whether it keeps a CPU mirror),
-    read from its segment without attaching it."""
-    try:
-        info = _native.stream_info(name)
-    except StreamNotFoundError:
-        raise _err.missing(name) from None
-    device = info.get("device")
-    return (str(device) if device else None), bool(info.get("cpu_mirror", False))
+def _cuda_unavailable(name: str, device: Optional[str], why: str = "") -> RuntimeError:
+    on = f" on {device}" if device else ""
+    return RuntimeError(
+        f"{name!r} is a GPU stream{on} but CUDA is not available in this process{f' ({why})' if why else ''}; "
+        "run it where framebus.gpu_available() is True (`framebus doctor` says why not), or recreate the stream "
+        "with cpu_mirror=True for CPU access"
+    )
 
 
 def open(name: str, *, gpu_device: Any = None, readonly: bool = False) -> SharedMemory:  # noqa: A001
     """Attaches a handle to the existing stream ``name`` (any framebus stream). ``readonly``
     refuses writes, clears, the write lock, unsafe views and unlink. For a GPU stream,
-    ``gpu_device`` as pyshmem: None attaches to the stored device (or, where CUDA is not
-    available, reads the CPU mirror if the stream has one), ``"cuda:N"`` must name the stored
-    device, ``False`` reads the CPU mirror; a CPU stream ignores it.
+    ``gpu_device`` as pyshmem: None attaches to its device (or, where CUDA is not available,
+    reads its CPU mirror if it has one), ``"cuda:N"`` must name its device, ``False`` reads the
+    CPU mirror; a CPU stream ignores ``gpu_device``.
 
-    Raises ValueError when ``name`` is not a non-empty string, for a ``gpu_device`` that is not
-    the stored one, or ``False`` on a stream without a CPU mirror; FileNotFoundError
-    (StreamNotFoundError) with pyshmem's message when it does not exist; RuntimeError when a GPU
-    stream without a CPU mirror cannot be attached here."""
+    Raises ValueError when ``name`` is not a non-empty string, for a ``gpu_device`` other than
+    the stream's device, or ``False`` on a GPU stream without a CPU mirror; FileNotFoundError
+    (StreamNotFoundError) with pyshmem's message when it does not exist; RuntimeError when a
+    GPU stream cannot be attached here and has no CPU mirror (or a device was asked for)."""
     _name(name)
-    stored, mirror = _stored_device(name)
-    options: Dict[str, Any] = {}
-    if stored is not None:
+    usable = gpu_available()
+    host_only = gpu_device is False or (gpu_device is None and not usable)
+    try:
+        s = _fb.open(name, readonly=readonly, device="cpu" if host_only else None)
+    except StreamNotFoundError:
+        raise _err.missing(name) from None
+    except DeviceUnavailableError as exc:  # a GPU stream without a mirror this process cannot reach
+        raise _cuda_unavailable(name, None, str(exc)) from None
+    except InvalidArgumentError as exc:  # host access to a GPU stream without a CPU mirror
         if gpu_device is False:
-            if not mirror:
-                raise ValueError(f"{name!r} is a GPU stream without a CPU mirror; cannot open it CPU-only (recreate it with cpu_mirror=True)")
-            options = {"device": "cpu"}
-        elif gpu_device is not None:
+            raise ValueError(f"{name!r} is a GPU stream without a CPU mirror; cannot open it CPU-only (recreate it with cpu_mirror=True)") from None
+        raise _cuda_unavailable(name, None, str(exc)) from None
+    stored = s.device_stream
+    if stored is not None and gpu_device is not None and gpu_device is not False:
+        try:
             requested = _gpu_device(gpu_device)
             if requested != stored:
                 raise ValueError(f"requested GPU device {requested} does not match stored device {stored}")
-        elif not gpu_available():
-            if not mirror:
-                raise RuntimeError(
-                    f"{name!r} is a GPU stream on {stored} but CUDA is not available in this process; "
-                    "run it where framebus.gpu_available() is True, or recreate the stream with cpu_mirror=True for CPU access"
-                )
-            options = {"device": "cpu"}
-    try:
-        s = _fb.open(name, readonly=readonly, **options)
-    except StreamNotFoundError:
-        raise _err.missing(name) from None
-    shm = _wrap(s, owner=False, readonly=readonly)
-    if stored is not None and options:  # the CPU mirror of a GPU stream, as pyshmem reports it
-        shm.gpu_enabled, shm.cpu_mirror = True, True
-    return shm
+            if s.device is None:
+                raise _cuda_unavailable(name, stored, "its device is not reachable from this process")
+        except BaseException:
+            s.close()
+            raise
+    return _wrap(s, owner=False, readonly=readonly)
 
 
 @contextmanager
@@ -249,6 +249,25 @@ def stream(
         yield shm
     finally:
         shm.unlink()
+
+
+def _device_of(name: str) -> Tuple[Any, bool]:
+    """(the device a stream's frames live on: "cuda:N", or None for a GPU stream whose device
+    this process cannot tell, or False for a CPU stream; whether a CPU copy is kept), looked up
+    by briefly attaching a handle (its CPU mirror first: that needs no GPU)."""
+    for device in ("cpu", None):
+        try:
+            s = _fb.open(name, readonly=True, device=device)
+        except (InvalidArgumentError, DeviceUnavailableError):
+            continue
+        except Exception:  # noqa: BLE001 - gone or unreadable: say CPU stream, as before
+            return False, True
+        try:
+            stored = s.device_stream
+            return (stored if stored is not None else False), (bool(s.cpu_mirror) if stored is not None else True)
+        finally:
+            s.close()
+    return None, False
 
 
 def _write_time(name: str) -> float:
@@ -272,15 +291,18 @@ def stat(name: str) -> Dict[str, Any]:
     except (StreamNotFoundError, FileNotFoundError):
         raise _err.missing(name) from None
     count = int(info["sequence"])
-    device = info.get("device")
+    if "device" in info:  # framebus ls's view of the segment, when the core reports it
+        device, mirror = (info["device"] or False), (bool(info.get("cpu_mirror")) if info["device"] else True)
+    else:
+        device, mirror = _device_of(name)
     return {
         "name": name,
         "shape": list(info["shape"] or []),
         "dtype": np.dtype(info["dtype"]).name if info["dtype"] else None,
         "size": info["frame_bytes"],
-        "gpu_enabled": bool(device),
-        "gpu_device": str(device) if device else None,
-        "cpu_mirror": bool(info.get("cpu_mirror", False)) if device else True,
+        "gpu_enabled": device is not False,
+        "gpu_device": device or None,
+        "cpu_mirror": mirror,
         "notify": True,
         "instance_id": instance,
         "creator_pid": int(info["creator_pid"]),

@@ -34,7 +34,7 @@ class GpuWriteView(WriteView):
         return {"stream": _gpu.current_stream(self._handle.gpu_device)}
 
     def _array_of(self, loan: Any) -> Any:
-        return _gpu.user_array(loan.array)
+        return _gpu.user_array(loan)  # a DeviceLoan is the slot's device memory
 
 
 class GpuSharedMemory(SharedMemory):
