@@ -159,16 +159,19 @@ class FakeOps:
 
         if hasattr(x, "to_numpy"):
             return np.asarray(x.to_numpy()).reshape(-1)
-        cai = x.__cuda_array_interface__
-        n = int(np.prod(cai["shape"]))
-        return np.frombuffer(self.framebus._native.fake_cuda_read(cai["data"][0], n), dtype=np.uint8)
+        return np.frombuffer(self.framebus._native.fake_cuda_read(x.ptr, x.nbytes), dtype=np.uint8)
 
     def stamp(self, x: Any, seq: int, ts: int) -> None:
         import numpy as np
 
         host = np.full(int(np.prod(x.shape)), seq % 251, dtype=np.uint8)
         host[:HEADER_BYTES].view(np.int64)[:] = (seq, ts)
-        x.copy_from_numpy(host.reshape(x.shape))
+        if hasattr(x, "copy_from_numpy"):
+            x.copy_from_numpy(host.reshape(x.shape))
+        else:  # a DeviceLoan: the fake door's "device" memory is host memory of this process
+            import ctypes
+
+            ctypes.memmove(x.ptr, host.ctypes.data, host.nbytes)
 
     def check(self, x: Any) -> Tuple[int, int, bool]:
         import numpy as np
