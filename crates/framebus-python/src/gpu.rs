@@ -49,7 +49,7 @@ pub fn gpu_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// device memory. ValueError for a range outside the fake's live memory of this process.
 #[pyfunction]
 pub fn fake_cuda_read(py: Python<'_>, ptr: u64, nbytes: usize) -> PyResult<Bound<'_, PyBytes>> {
-    match framebus::gpu::fake_host_bytes(ptr, nbytes) {
+    match framebus::gpu::fake::fake_read(ptr, nbytes as u64) {
         Some(bytes) => Ok(PyBytes::new(py, &bytes)),
         None => Err(pyo3::exceptions::PyValueError::new_err(format!("{nbytes} bytes at {ptr:#x} are not live fake device memory of this process (FRAMEBUS_CUDA=fake)"))),
     }
@@ -58,5 +58,6 @@ pub fn fake_cuda_read(py: Python<'_>, ptr: u64, nbytes: usize) -> PyResult<Bound
 /// The fake door's live (allocations, opened memory handles, events) of this process.
 #[pyfunction]
 pub fn fake_cuda_counts() -> (usize, usize, usize) {
-    framebus::gpu::fake_counts()
+    let c = framebus::gpu::fake::fake_counts();
+    (c.allocations, c.openings, c.events)
 }

@@ -1,21 +1,84 @@
 //! GPU streams: every CUDA call goes through one door ([`door::Door`]), with two sides behind
-//! it: the CUDA driver API loaded at run time, and a strict fake chosen with
-//! `FRAMEBUS_CUDA=fake` that keeps "device" memory in host shared memory.
+//! it: the CUDA driver API loaded at run time ([`cuda::CudaDoor`]), and a strict fake
+//! ([`fake::FakeDoor`]) chosen with `FRAMEBUS_CUDA=fake` that keeps "device" memory in host
+//! shared memory.
 
+pub mod cuda;
 pub mod door;
+pub mod fake;
 pub mod registry;
 
-/// The door of this process (placeholder until the driver and fake sides land).
-pub fn door() -> Result<&'static dyn door::Door, door::DoorError> {
-    Err(door::DoorError { call: "cuInit", code: 100, name: "CUDA_ERROR_NO_DEVICE".into(), detail: "no CUDA door in this build yet".into() })
+use std::sync::OnceLock;
+
+use door::{DeviceInfo, Door, DoorError, DoorKind, DoorResult};
+
+/// The environment variable that picks the side of the door.
+pub const DOOR_ENV: &str = "FRAMEBUS_CUDA";
+
+/// The door of this process, chosen on the first call from `FRAMEBUS_CUDA` and kept: `fake` is
+/// the strict fake, unset, empty or `cuda` the CUDA driver. An error (no driver, no device, an unknown
+/// value) is kept too, and returned again on every call.
+pub fn door() -> DoorResult<&'static dyn Door> {
+    static CHOSEN: OnceLock<DoorResult<&'static dyn Door>> = OnceLock::new();
+    CHOSEN.get_or_init(|| door_for(setting().as_deref())).clone()
 }
 
-/// The fake door's bytes at `ptr` (placeholder until the fake lands).
-pub fn fake_host_bytes(_ptr: u64, _len: usize) -> Option<Vec<u8>> {
-    None
+/// `FRAMEBUS_CUDA` as set (None when unset; a value that is not UTF-8 is kept as a lossy string
+/// so that it is refused by name).
+fn setting() -> Option<String> {
+    std::env::var_os(DOOR_ENV).map(|v| v.to_string_lossy().into_owned())
 }
 
-/// The fake door's live (allocations, openings, events) of this process (placeholder).
-pub fn fake_counts() -> (usize, usize, usize) {
-    (0, 0, 0)
+/// The door a `FRAMEBUS_CUDA` value selects, without looking at the environment: None, `""` or
+/// `"cuda"` the driver, `"fake"` the fake. Each side is set up once per process and shared.
+pub fn door_for(setting: Option<&str>) -> DoorResult<&'static dyn Door> {
+    static CUDA: OnceLock<DoorResult<cuda::CudaDoor>> = OnceLock::new();
+    static FAKE: OnceLock<DoorResult<fake::FakeDoor>> = OnceLock::new();
+    match setting {
+        None | Some("") | Some("cuda") => match CUDA.get_or_init(cuda::CudaDoor::new) {
+            Ok(d) => Ok(d),
+            Err(e) => Err(e.clone()),
+        },
+        Some("fake") => match FAKE.get_or_init(fake::FakeDoor::from_env) {
+            Ok(d) => Ok(d),
+            Err(e) => Err(e.clone()),
+        },
+        Some(other) => Err(DoorError {
+            call: DOOR_ENV,
+            code: fake::INVALID_VALUE.0,
+            name: fake::INVALID_VALUE.1.to_string(),
+            detail: format!("{other:?} is not a door: set FRAMEBUS_CUDA to \"cuda\" (the default) or \"fake\""),
+        }),
+    }
+}
+
+/// What `framebus doctor` reports about the door.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoorStatus {
+    /// `FRAMEBUS_CUDA` as set, None when unset.
+    pub setting: Option<String>,
+    /// The side in use, None when no door could be opened.
+    pub kind: Option<DoorKind>,
+    /// `cuDriverGetVersion`, for example 13000 for CUDA 13.0.
+    pub driver_version: Option<i32>,
+    /// Every device the door sees.
+    pub devices: Vec<DeviceInfo>,
+    /// Why the door (or a device query) failed.
+    pub error: Option<DoorError>,
+}
+
+/// The door of this process ([`door`]) and what it sees: driver version and devices, or the
+/// error. Never fails itself.
+pub fn door_status() -> DoorStatus {
+    let mut status = DoorStatus { setting: setting(), kind: None, driver_version: None, devices: Vec::new(), error: None };
+    let found = door().and_then(|d| {
+        status.kind = Some(d.kind());
+        status.driver_version = Some(d.driver_version()?);
+        for device in 0..d.device_count()? {
+            status.devices.push(d.device_info(device)?);
+        }
+        Ok(())
+    });
+    status.error = found.err();
+    status
 }

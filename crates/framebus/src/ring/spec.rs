@@ -104,6 +104,9 @@ impl StreamSpec {
             if self.variable {
                 return bad("a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory".into());
             }
+            if self.dtype.starts_with('>') && self.itemsize > 1 {
+                return bad(format!("a device stream cannot hold big-endian dtype {}: CUDA devices are little-endian (use {})", numpy_name(&self.dtype), self.dtype.replacen('>', "<", 1)));
+            }
             if device.ordinal >= MAX_DEVICE {
                 return bad(format!("device ordinal must be below {MAX_DEVICE}, got {}", device.ordinal));
             }

@@ -1,0 +1,398 @@
+"""Device streams against the strict fake GPU door (FRAMEBUS_CUDA=fake): everything above the
+door, across processes, on machines without a GPU.
+
+The door is chosen once per process, so every test runs its scenario in fresh interpreters with
+the variable set. With the fake, "device" memory is host shared memory that other processes open
+through inter-process handles, and `_native.fake_cuda_read` shows its bytes. The fake refuses
+what CUDA refuses (a handle opened twice, a freed pointer, a wrong device) and an event waited
+for before it was ever recorded, so an ordering bug fails here instead of on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+BOUND = 120.0
+
+PRELUDE = textwrap.dedent(
+    """
+    import ctypes, json, os, signal, subprocess, sys, time
+    import numpy as np
+    import framebus
+    from framebus import _native
+    from framebus.errors import DeviceUnavailableError, InvalidArgumentError, StreamEndedError
+
+    def frame_of(seq, shape=(6, 8, 3)):
+        return ((np.arange(np.prod(shape)) + seq * 7) % 251).astype(np.uint8).reshape(shape)
+
+    def device_bytes(f):
+        return np.frombuffer(_native.fake_cuda_read(f.ptr, f.nbytes), np.uint8).reshape(f.shape)
+
+    class DLPackOnly:
+        "An array that speaks only DLPack (like a JAX array without the CUDA interface)."
+        def __init__(self, a): self.a = a
+        def __dlpack__(self, stream=None): return self.a.__dlpack__(stream=stream)
+        def __dlpack_device__(self): return self.a.__dlpack_device__()
+    """
+)
+
+
+def run(code: str, *args: str, door: str = "fake", timeout: float = BOUND) -> dict:
+    """Runs PRELUDE + code in a fresh interpreter with FRAMEBUS_CUDA=door; returns the JSON it
+    prints last."""
+    env = {k: v for k, v in os.environ.items() if k != "FRAMEBUS_CUDA"}
+    if door:
+        env["FRAMEBUS_CUDA"] = door
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), *args], capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def name():
+    n = f"t-gpu-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    yield n
+    leftovers = [f for f in os.listdir("/dev/shm") if f.startswith(f"framebus.{n}")]
+    for f in leftovers:
+        os.unlink(f"/dev/shm/{f}")
+    assert not leftovers, leftovers
+
+
+def test_one_process_write_read_view_and_loan(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        out = {}
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=3, device="cuda:0")
+        out["device"], out["mirror"] = s.device, s.cpu_mirror
+        r = framebus.open(name, mode="lossless")
+        s.write(frame_of(1), frame_id=11, meta=b"m1")                         # NumPy: uploaded
+        s.write(framebus.DeviceArray.from_numpy(frame_of(2)), frame_id=12)    # __cuda_array_interface__
+        s.write(DLPackOnly(framebus.DeviceArray.from_numpy(frame_of(3))))     # DLPack only
+        with s.loan(frame_id=14) as loan:                                     # render into the slot
+            ctypes.memmove(loan.ptr, frame_of(4).ctypes.data, loan.nbytes)    # (fake device memory is host memory)
+        loan = s.loan(frame_id=15)
+        cai = loan.__cuda_array_interface__
+        out["loan_cai"] = [list(cai["shape"]), cai["typestr"], cai["data"][1], cai["version"]]
+        loan.abort()
+        s.write(framebus.DeviceArray.from_numpy(frame_of(5)), frame_id=15)
+        got = []
+        for _ in range(5):
+            with r.wait_view(timeout=5) as f:
+                got.append([f.seq, f.frame_id, f.meta.decode(), f.device, list(f.shape)])
+                assert (device_bytes(f) == frame_of(f.seq)).all(), f.seq
+        out["got"] = got
+        copy = r.read(); out["read_type"] = type(copy).__name__
+        assert (copy.to_numpy() == frame_of(5)).all()
+        host = np.zeros((6, 8, 3), np.uint8); r.read(out=host); assert (host == frame_of(5)).all()
+        dst = framebus.DeviceArray.empty((6, 8, 3), np.uint8); r.read(out=dst); assert (dst.to_numpy() == frame_of(5)).all()
+        out["counts_open"] = list(_native.fake_cuda_counts())
+        r.close(); s.close(); s.unlink()
+        import gc; gc.collect()
+        out["counts_after_unlink"] = list(_native.fake_cuda_counts())
+        print(json.dumps(out))
+        """,
+        name,
+    )
+    assert r["device"] == "cuda:0" and r["mirror"] is False
+    assert r["loan_cai"] == [[6, 8, 3], "|u1", False, 3]
+    assert [g[:2] for g in r["got"]] == [[1, 11], [2, 12], [3, 12], [4, 14], [5, 15]]
+    assert r["got"][0][2:] == ["m1", "cuda:0", [6, 8, 3]]
+    assert r["read_type"] == "DeviceArray"
+    assert r["counts_after_unlink"][0] == 0, r  # the slots' memory is freed by unlink
+    assert r["counts_after_unlink"][2] == 0, r  # and their events
+
+
+def test_across_processes_lossless_every_frame_in_order(name):
+    r = run(
+        """
+        name, n = sys.argv[1], 200
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=3, device=0)
+        reader = subprocess.Popen([sys.executable, "-c", '''
+        import sys, json, numpy as np, framebus
+        from framebus import _native
+        r = framebus.open(sys.argv[1], mode="lossless")
+        print("ready", flush=True)
+        bad, seqs = 0, []
+        while True:
+            try:
+                with r.wait_view(timeout=30) as f:
+                    b = np.frombuffer(_native.fake_cuda_read(f.ptr, f.nbytes), np.uint8)
+                    want = ((np.arange(b.size) + f.seq * 7) % 251).astype(np.uint8)
+                    bad += int((b != want).any()); seqs.append(f.seq)
+            except framebus.StreamEndedError:
+                break
+        print(json.dumps({"bad": bad, "seqs": seqs, "counts": list(_native.fake_cuda_counts())}))
+        '''.replace("\\n        ", "\\n"), name], stdout=subprocess.PIPE, text=True)
+        assert reader.stdout.readline().strip() == "ready"
+        staging = framebus.DeviceArray.empty((6, 8, 3), np.uint8)
+        for seq in range(1, n + 1):
+            staging.copy_from_numpy(frame_of(seq))
+            s.write(staging, timeout=30)
+        s.end()
+        res = json.loads(reader.stdout.read().strip().splitlines()[-1]); reader.wait()
+        s.unlink()
+        print(json.dumps(res))
+        """,
+        name,
+    )
+    assert r["bad"] == 0
+    assert r["seqs"] == list(range(1, 201))
+
+
+def test_across_processes_latest_counts_what_it_skips(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=3, device=0)
+        r = framebus.open(name)  # latest
+        for seq in range(1, 11):
+            s.write(frame_of(seq))
+        code = '''
+        import sys, json, numpy as np, framebus
+        from framebus import _native
+        r = framebus.open(sys.argv[1])
+        with r.view() as f:
+            b = np.frombuffer(_native.fake_cuda_read(f.ptr, f.nbytes), np.uint8)
+            print(json.dumps({"seq": f.seq, "ok": bool((b == ((np.arange(b.size) + f.seq * 7) % 251)).all())}))
+        '''.replace("\\n        ", "\\n")
+        child = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True).stdout)
+        with r.wait_view(timeout=5) as f:
+            first = f.seq
+        missed = r.missed
+        s.unlink()
+        print(json.dumps({"child": child, "first": first, "missed": missed}))
+        """,
+        name,
+    )
+    assert r["child"] == {"seq": 10, "ok": True}
+    assert r["first"] == 10 and r["missed"] == 9
+
+
+def test_writer_killed_mid_frame_loses_only_that_frame(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=3, device=0)
+        r = framebus.open(name, mode="lossless")
+        s.write(frame_of(1))
+        code = '''
+        import os, sys, numpy as np, framebus
+        w = framebus.open(sys.argv[1])
+        loan = w.loan(timeout=5)
+        staged = framebus.DeviceArray.from_numpy(np.full((6, 8, 3), 99, np.uint8))
+        print("loaned", loan.seq, flush=True)
+        os.kill(os.getpid(), 9)
+        '''.replace("\\n        ", "\\n")
+        child = subprocess.Popen([sys.executable, "-c", code, name], stdout=subprocess.PIPE, text=True)
+        line = child.stdout.readline().split(); child.wait()
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s.write(frame_of(2), timeout=10)
+        seqs = []
+        for _ in range(2):
+            with r.wait_view(timeout=5) as f:
+                assert (device_bytes(f) == frame_of(f.seq)).all()
+                seqs.append(f.seq)
+        s.unlink()
+        print(json.dumps({"child": line, "rc": child.returncode, "seqs": seqs, "warned": [str(w.category.__name__) for w in caught]}))
+        """,
+        name,
+    )
+    assert r["child"] == ["loaned", "2"] and r["rc"] == -9
+    assert r["seqs"] == [1, 2]
+    assert "LockRecoveredWarning" in r["warned"]
+
+
+def test_owner_gone_is_a_clear_error(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        code = '''
+        import sys, numpy as np, framebus
+        s = framebus.create(sys.argv[1], shape=(4, 4), dtype=np.uint8, device=0)
+        s.write(np.ones((4, 4), np.uint8))
+        print("made", flush=True)
+        sys.stdin.read()
+        '''.replace("\\n        ", "\\n")
+        owner = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert owner.stdout.readline().strip() == "made"
+        owner.kill(); owner.wait()
+        try:
+            framebus.open(name)
+            msg = None
+        except DeviceUnavailableError as e:
+            msg = str(e)
+        framebus.unlink(name)
+        print(json.dumps({"msg": msg, "pid": owner.pid}))
+        """,
+        name,
+    )
+    assert r["msg"] and f"pid {r['pid']}" in r["msg"] and "create the stream again" in r["msg"]
+
+
+def test_thousand_open_close_cycles_leak_no_handle(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        code = '''
+        import sys, json, gc, framebus
+        from framebus import _native
+        before = list(_native.fake_cuda_counts())
+        for i in range(1000):
+            r = framebus.open(sys.argv[1])
+            if i == 0:
+                during = list(_native.fake_cuda_counts())
+            with r.view(timeout=5) as f:
+                pass
+            r.close(); del r
+        gc.collect()
+        print(json.dumps({"before": before, "during": during, "after": list(_native.fake_cuda_counts())}))
+        '''.replace("\\n        ", "\\n")
+        s = framebus.create(name, shape=(4, 4), dtype=np.uint8, slots=2, device=0)
+        s.write(np.ones((4, 4), np.uint8))
+        res = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True).stdout)
+        s.unlink()
+        print(json.dumps(res))
+        """,
+        name,
+    )
+    assert r["before"] == [0, 0, 0]
+    assert r["during"][1] == 1 and r["during"][2] == 2  # one opening of the slots, their 2 events
+    assert r["after"] == [0, 0, 0], r
+
+
+def test_two_handles_in_one_process_share_one_opening(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        code = '''
+        import sys, json, gc, framebus
+        from framebus import _native
+        a, b = framebus.open(sys.argv[1]), framebus.open(sys.argv[1], mode="lossless")
+        both = list(_native.fake_cuda_counts())
+        a.close(); del a; gc.collect()
+        one = list(_native.fake_cuda_counts())
+        b.close(); del b; gc.collect()
+        print(json.dumps({"both": both, "one": one, "none": list(_native.fake_cuda_counts())}))
+        '''.replace("\\n        ", "\\n")
+        s = framebus.create(name, shape=(4, 4), dtype=np.uint8, slots=2, device=0)
+        res = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True).stdout)
+        s.unlink()
+        print(json.dumps(res))
+        """,
+        name,
+    )
+    assert r["both"][1] == 1 and r["one"][1] == 1 and r["none"] == [0, 0, 0]
+
+
+def test_bad_device_arguments_are_clear_errors(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        out = {}
+        def err(f):
+            try:
+                f(); return None
+            except Exception as e:
+                return [type(e).__name__, str(e)]
+        out["no_such_device"] = err(lambda: framebus.create(name, shape=(4, 4), dtype=np.uint8, device="cuda:7"))
+        out["bad_spelling"] = err(lambda: framebus.create(name, shape=(4, 4), dtype=np.uint8, device="gpu"))
+        out["big_endian"] = err(lambda: framebus.create(name, shape=(4, 4), dtype=">f4", device=0))
+        out["variable"] = err(lambda: framebus.create(name, capacity=1024, device=0))
+        out["mirror_on_host"] = err(lambda: framebus.create(name, shape=(4, 4), dtype=np.uint8, cpu_mirror=True))
+        s = framebus.create(name, shape=(4, 4), dtype=np.uint8, device=0)
+        out["wrong_shape"] = err(lambda: s.write(framebus.DeviceArray.empty((4, 5), np.uint8)))
+        out["wrong_dtype"] = err(lambda: s.write(framebus.DeviceArray.empty((4, 4), np.float32)))
+        out["wrong_gpu"] = err(lambda: s.write(framebus.DeviceArray.empty((4, 4), np.uint8, device=1)))
+        loan = s.loan()
+        out["host_into_loan"] = err(lambda: loan.__setitem__(slice(None), np.zeros((4, 4), np.uint8)))
+        loan.abort()
+        out["ended_loan"] = err(lambda: loan.__cuda_array_interface__)
+        out["stream_type"] = err(lambda: s.write(np.zeros((4, 4), np.uint8), stream="fast"))
+        out["host_only_without_mirror"] = err(lambda: framebus.open(name, device="cpu"))
+        out["other_gpu_on_open"] = err(lambda: framebus.open(name, device="cuda:1"))
+        out["nothing_written"] = s.write_sequence
+        s.unlink()
+        print(json.dumps(out))
+        """,
+        name,
+    )
+    assert r["no_such_device"][0] == "InvalidArgumentError" and "no CUDA device 7" in r["no_such_device"][1]
+    assert r["bad_spelling"][0] == "InvalidArgumentError" and "'cuda:N'" in r["bad_spelling"][1]
+    assert r["big_endian"][0] == "InvalidArgumentError" and "little-endian" in r["big_endian"][1]
+    assert r["variable"][0] == "InvalidArgumentError" and "host memory" in r["variable"][1]
+    assert r["mirror_on_host"][0] == "InvalidArgumentError"
+    assert r["wrong_shape"][0] == "InvalidArgumentError" and "(4, 5)" in r["wrong_shape"][1].replace("[4, 5]", "(4, 5)")
+    assert r["wrong_dtype"][0] == "InvalidArgumentError" and "<f4" in r["wrong_dtype"][1]
+    assert r["wrong_gpu"][0] == "InvalidArgumentError" and "cuda:1" in r["wrong_gpu"][1]
+    assert r["host_into_loan"][0] == "TypeError"
+    assert r["ended_loan"][0] == "InvalidArgumentError"
+    assert r["stream_type"][0] == "TypeError" and "CUDA stream" in r["stream_type"][1]
+    assert r["host_only_without_mirror"][0] == "InvalidArgumentError" and "cpu_mirror=True" in r["host_only_without_mirror"][1]
+    assert r["other_gpu_on_open"][0] == "InvalidArgumentError"
+    assert r["nothing_written"] == 0
+
+
+def test_cpu_mirror_serves_readers_without_the_gpu(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, device=0, cpu_mirror=True)
+        for seq in (1, 2):
+            s.write(framebus.DeviceArray.from_numpy(frame_of(seq)), frame_id=seq)
+        code = '''
+        import sys, json, numpy as np, framebus
+        r = framebus.open(sys.argv[1])
+        a = r.read()
+        print(json.dumps({"device": r.device, "stream_device": r.device_stream, "mirror": r.cpu_mirror,
+                          "type": type(a).__name__, "sum": int(a.sum()), "fid": r.frame_id}))
+        '''.replace("\\n        ", "\\n")
+        no_gpu = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True,
+                                           env={k: v for k, v in os.environ.items() if k != "FRAMEBUS_CUDA"}).stdout)
+        host = framebus.open(name, device="cpu")
+        same = bool((host.read() == frame_of(2)).all())
+        s.unlink()
+        print(json.dumps({"no_gpu": no_gpu, "same": same, "want": int(frame_of(2).sum())}))
+        """,
+        name,
+    )
+    assert r["no_gpu"]["device"] is None and r["no_gpu"]["stream_device"] == "cuda:0" and r["no_gpu"]["mirror"] is True
+    assert r["no_gpu"]["type"] == "ndarray" and r["no_gpu"]["sum"] == r["want"] and r["no_gpu"]["fid"] == 2
+    assert r["same"] is True
+
+
+def test_without_a_driver_device_streams_are_refused_and_nothing_else_changes(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        out = {"available": framebus.gpu_available(), "info": framebus.gpu_info()}
+        try:
+            framebus.create(name, shape=(4, 4), dtype=np.uint8, device=0)
+        except DeviceUnavailableError as e:
+            out["error"] = str(e)
+        out["left"] = [f for f in os.listdir("/dev/shm") if name in f]
+        s = framebus.create(name, shape=(4, 4), dtype=np.uint8)
+        s.write(np.ones((4, 4), np.uint8)); out["host_ok"] = int(framebus.open(name).read().sum())
+        s.unlink()
+        print(json.dumps(out))
+        """,
+        name,
+        door="",
+    )
+    assert r["available"] is False and r["info"]["door"] is None and r["info"]["error"]
+    assert "GPU" in r["error"] and r["left"] == [] and r["host_ok"] == 16
+
+
+def test_fake_door_shows_in_gpu_info():
+    r = run("print(json.dumps(framebus.gpu_info()))")
+    assert r["door"] == "fake" and r["error"] is None
+    assert [d["ordinal"] for d in r["devices"]] == [0, 1]
