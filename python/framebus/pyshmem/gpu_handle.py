@@ -10,7 +10,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from ..errors import StreamClosedError
+from ..errors import StreamClosedError, StreamEmptyError
 from . import errors as _err
 from . import gpu as _gpu
 from .handle import SharedMemory, _frame_id_in, _frame_id_out
@@ -151,13 +151,24 @@ class GpuSharedMemory(SharedMemory):
         """A fresh device copy of the newest frame, in pyshmem's type."""
         if out is not None:
             raise ValueError(_NO_OUT)
-        return _gpu.user_array(self._s.read(stream=self._stream()))
+        try:
+            return _gpu.user_array(self._s.read(stream=self._stream()))
+        except StreamEmptyError:  # before the first write: zeros, as pyshmem's fresh tensor
+            return self._zeros()
+
+    def _zeros(self) -> Any:
+        from .._native import DeviceArray
+
+        return _gpu.user_array(DeviceArray.from_numpy(np.zeros(self.shape, self.dtype), _gpu.device_index(self.gpu_device)))
 
     def _device_read_info(self, out: Any = None) -> Tuple[Any, int, int, int, Any]:
         """(copy, seq, timestamp_ns, frame_id, meta) of the newest frame, read as one snapshot."""
         if out is not None:
             raise ValueError(_NO_OUT_PUBLICATION)
-        arr, seq, ts, fid, meta = self._s._read_info(stream=self._stream())
+        try:
+            arr, seq, ts, fid, meta = self._s._read_info(stream=self._stream())
+        except StreamEmptyError:
+            return self._zeros(), 0, 0, self._s.frame_id, b""
         return _gpu.user_array(arr), seq, ts, fid, meta
 
     def _copy_out(self, out: Any, info: bool) -> Any:
