@@ -298,8 +298,10 @@ def cuda_fix(error: str, env: Optional[dict] = None, runtime: Optional[str] = No
     text = (error or "").lower()
     if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
         return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU: unset it or name one (`CUDA_VISIBLE_DEVICES=0`)"
-    if "fake" in text:
+    if env.get("FRAMEBUS_CUDA", "").strip().lower() == "fake":
         return "unset FRAMEBUS_CUDA to use the CUDA driver (FRAMEBUS_CUDA=fake selects the test door)"
+    if env.get("FRAMEBUS_CUDA", "").strip().lower() not in ("", "cuda"):
+        return "FRAMEBUS_CUDA must be unset, empty, 'cuda' or 'fake'"
     if "mismatch" in text or "803" in text:
         return "the NVIDIA kernel module and libcuda.so.1 are of different versions (typically after a driver update): reboot, or reload the nvidia kernel module"
     if "insufficient" in text or "(35)" in text:
