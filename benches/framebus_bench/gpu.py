@@ -71,7 +71,7 @@ class TorchOps:
     name = "torch"
 
     def __init__(self) -> None:
-        import torch
+        import torch  # type: ignore[import-not-found]
 
         self.torch = torch
         torch.cuda.set_device(DEVICE)
@@ -113,7 +113,7 @@ class CupyOps:
     name = "cupy"
 
     def __init__(self) -> None:
-        import cupy
+        import cupy  # type: ignore[import-not-found]
 
         self.cupy = cupy
         cupy.cuda.Device(DEVICE).use()
@@ -387,7 +387,8 @@ class Pair:
         self.q: Dict[str, Tuple[Any, Any]] = {}
         self.done: Any = None
 
-    def start(self) -> None:
+    def start(self) -> bool:
+        """Starts both processes and waits until each has set up its GPU library."""
         mpc = mp_context()
         self.done = mpc.Event()
         for role in ("writer", "reader"):
@@ -398,6 +399,7 @@ class Pair:
             self.q[role] = (cq, rq)
         for role in ("writer", "reader"):
             self.get(role, 120)
+        return True
 
     def send(self, role: str, **cmd: Any) -> None:
         self.q[role][0].put(cmd)
@@ -565,7 +567,7 @@ def run(ctx: Context) -> SuiteResult:
     ctx.reporter.start(sid, len(shapes) * (len(variants) + 1))
     pair = Pair(kind)
     try:
-        started = ctx.attempt(sid, "start", "writer and reader processes", lambda: pair.start() or True)
+        started = ctx.attempt(sid, "start", "writer and reader processes", pair.start)
         for shape in shapes if started else []:
             label = case_label(shape, "uint8")
             limit_res = None
@@ -581,7 +583,7 @@ def run(ctx: Context) -> SuiteResult:
                     res = ctx.attempt(sid, case, variant, lambda: pair.measure(name, variant, mode, shape, seconds, lib))
                     if res is None:
                         pair.stop()  # a worker may be stuck mid-measurement: start afresh
-                        if not ctx.attempt(sid, case, "restarting the writer and reader", lambda: pair.start() or True):
+                        if not ctx.attempt(sid, case, "restarting the writer and reader", pair.start):
                             raise _GiveUp
                         continue
                     family = "pyshmem" if variant == PYSHMEM else "framebus"

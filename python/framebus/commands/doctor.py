@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 HELP = "check the machine (/dev/shm, containers, permissions, futex, FFmpeg, CUDA and CUDA IPC, stale streams) and say the fix"
 
@@ -290,7 +290,7 @@ def _device_text(d: dict) -> str:
     return f"cuda:{d.get('ordinal', '?')} {d.get('name', '?')} (compute {cc[0]}.{cc[1]}, {memory})"
 
 
-def cuda_fix(error: str, env: Optional[dict] = None, runtime: Optional[str] = None) -> str:
+def cuda_fix(error: str, env: Optional[Mapping[str, str]] = None, runtime: Optional[str] = None) -> str:
     """What to do when framebus finds no CUDA device, judged from the door's ``error``, the
     environment and the container runtime."""
     env = os.environ if env is None else env

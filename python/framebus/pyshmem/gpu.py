@@ -31,7 +31,7 @@ def torch_module() -> Any:
         with _lock:
             if _torch is _UNSET:
                 try:
-                    import torch as module
+                    import torch as module  # type: ignore[import-not-found]
                 except Exception:  # noqa: BLE001 - a broken torch counts as no torch
                     module = None
                 _torch = module

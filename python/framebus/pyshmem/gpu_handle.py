@@ -31,7 +31,7 @@ class GpuWriteView(WriteView):
     __slots__ = ()
 
     def _loan_kwargs(self) -> dict:
-        return {"stream": _gpu.current_stream(self._handle.gpu_device)}
+        return {"stream": _gpu.current_stream(str(self._handle.gpu_device))}
 
     def _array_of(self, loan: Any) -> Any:
         return _gpu.user_array(loan)  # a DeviceLoan is the slot's device memory
@@ -48,17 +48,18 @@ class GpuSharedMemory(SharedMemory):
 
     def __init__(self, stream: Any, **kwargs: Any) -> None:
         super().__init__(stream, **kwargs)
-        self.gpu_device = str(stream.device)
+        self._device: str = str(stream.device)
+        self.gpu_device = self._device
         self.gpu_enabled = True
         self.cpu_mirror = bool(getattr(stream, "cpu_mirror", False))
         self._pinned: Any = None
         # read_after's hot path calls the native read; here it is the device read.
-        self._native_read = self._device_read
-        self._read_info = self._device_read_info
+        self._native_read = self._device_read  # type: ignore[assignment]
+        self._read_info = self._device_read_info  # type: ignore[assignment]
 
     # -- conversions ---------------------------------------------------------------------------
     def _stream(self) -> Optional[int]:
-        return _gpu.current_stream(self.gpu_device)
+        return _gpu.current_stream(self._device)
 
     def _shape_error(self, shape: Any) -> ValueError:
         return ValueError(f"expected shape {self.shape}, got {tuple(shape)}")
@@ -73,7 +74,7 @@ class GpuSharedMemory(SharedMemory):
                 raise self._shape_error(t.shape)
             td = _gpu.torch_dtype(self.dtype)
             if t.device.type == "cuda":
-                return t.to(device=self.gpu_device, dtype=td).contiguous()
+                return t.to(device=self._device, dtype=td).contiguous()
             return t.to(dtype=td).contiguous().numpy()
         if _gpu.is_device_object(value):
             shape = getattr(value, "shape", None)
@@ -91,7 +92,7 @@ class GpuSharedMemory(SharedMemory):
         if not _gpu.returns_torch():
             return None
         torch = _gpu.torch_module()
-        return torch.as_tensor(value, dtype=_gpu.torch_dtype(self.dtype), device=self.gpu_device).contiguous()
+        return torch.as_tensor(value, dtype=_gpu.torch_dtype(self.dtype), device=self._device).contiguous()
 
     # -- writes --------------------------------------------------------------------------------
     def write(self, value: Any, *, frame_id: Optional[int] = None) -> None:
@@ -159,7 +160,7 @@ class GpuSharedMemory(SharedMemory):
     def _zeros(self) -> Any:
         from .._native import DeviceArray
 
-        return _gpu.user_array(DeviceArray.from_numpy(np.zeros(self.shape, self.dtype), _gpu.device_index(self.gpu_device)))
+        return _gpu.user_array(DeviceArray.from_numpy(np.zeros(self.shape, self.dtype), _gpu.device_index(self._device)))
 
     def _device_read_info(self, out: Any = None) -> Tuple[Any, int, int, int, Any]:
         """(copy, seq, timestamp_ns, frame_id, meta) of the newest frame, read as one snapshot."""
@@ -217,7 +218,7 @@ class GpuSharedMemory(SharedMemory):
     # -- DLPack ----------------------------------------------------------------------------------
     def __dlpack_device__(self) -> Tuple[int, int]:
         self._ensure_open("read the DLPack device of")
-        return (2, _gpu.device_index(self.gpu_device))  # kDLCUDA
+        return (2, _gpu.device_index(self._device))  # kDLCUDA
 
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
         """A DLPack capsule of a snapshot in device memory (a copy, as :meth:`read`)."""
