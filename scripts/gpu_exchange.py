@@ -6,6 +6,7 @@ frames, and alternates the ways in (``write`` of the library's array, a ``loan``
 DLPack / ``__cuda_array_interface__``) and out (``wait_view`` zero-copy, ``read_new`` copy).
 
 Usage (on a machine with a CUDA GPU, torch and CuPy): python scripts/gpu_exchange.py [--frames N]
+(``--fake``: NumPy on both sides behind framebus's fake CUDA door, to check the script itself.)
 Exit status 0 when every checksum matched, 1 when one did not or a process failed; it prints
 "skipped: ..." and exits 0 where there is no GPU, torch or CuPy.
 """
@@ -27,11 +28,18 @@ TIMEOUT = 60.0
 
 
 class Lib:
-    """The few operations the exchange needs, in torch or CuPy, on a non-default CUDA stream."""
+    """The few operations the exchange needs, in torch or CuPy, on a non-default CUDA stream;
+    "host" is NumPy behind framebus's fake door (FRAMEBUS_CUDA=fake, whose "device" memory is
+    host memory), to check the exchange itself on a machine without a GPU."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        if name == "torch":
+        if name == "host":
+            import numpy
+
+            self.m = numpy
+            self.stream = None
+        elif name == "torch":
             import torch
 
             self.m = torch
@@ -53,6 +61,9 @@ class Lib:
         n = 1
         for d in shape:
             n *= d
+        if self.name == "host":
+            np = self.m
+            return ((np.arange(n, dtype=np.int64) * 2654435761 + seed * 40503) % 251).astype(dtype).reshape(shape)
         if self.name == "torch":
             torch = self.m
             i = torch.arange(n, device=f"cuda:{DEVICE}", dtype=torch.int64)
@@ -64,12 +75,22 @@ class Lib:
         return x.astype(dtype).reshape(shape)
 
     def wrap(self, x: Any) -> Any:
+        if self.name == "host":
+            return x  # framebus's own object: the checksum reads its bytes, a loan is written by address
         return self.m.from_dlpack(x) if self.name == "torch" else self.m.asarray(x)
 
     def checksum(self, x: Any) -> Tuple[float, float]:
         """(sum, position-weighted sum) in float64: a swapped, shifted or torn frame changes
         the second."""
         m = self.m
+        if self.name == "host":
+            if not isinstance(x, m.ndarray):
+                from framebus import _native
+
+                x = m.frombuffer(_native.fake_cuda_read(x.ptr, x.nbytes), dtype=x.dtype)
+            flat = x.reshape(-1).astype(m.float64)
+            w = (m.arange(flat.size, dtype=m.float64) % 1021) + 1
+            return float(flat.sum()), float((flat * w).sum())
         if self.name == "torch":
             flat = x.reshape(-1).to(m.float64)
             w = (m.arange(flat.numel(), device=flat.device, dtype=m.float64) % 1021) + 1
@@ -79,7 +100,12 @@ class Lib:
         return float(flat.sum().get()), float((flat * w).sum().get())
 
     def copy_into(self, dst: Any, src: Any) -> None:
-        if self.name == "torch":
+        if self.name == "host":
+            import ctypes
+
+            src = self.m.ascontiguousarray(src)
+            ctypes.memmove(dst.ptr, src.ctypes.data, src.nbytes)
+        elif self.name == "torch":
             dst.copy_(src)
         else:
             dst[...] = src
@@ -195,14 +221,20 @@ def missing() -> str:
 def main(argv: List[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--frames", type=int, default=24, help="frames per exchange (default 24)")
+    p.add_argument("--fake", action="store_true", help="NumPy on both sides behind framebus's fake door (sets FRAMEBUS_CUDA=fake): checks the exchange without a GPU")
     args = p.parse_args(argv)
-    why = missing()
-    if why:
-        print(f"skipped: {why}")
-        return 0
+    if args.fake:
+        os.environ["FRAMEBUS_CUDA"] = "fake"
+        pairs = [("host", "host")]
+    else:
+        why = missing()
+        if why:
+            print(f"skipped: {why}")
+            return 0
+        pairs = [("torch", "cupy"), ("cupy", "torch")]
     ok = True
     for shape, dtype in CASES:
-        for src, dst in (("torch", "cupy"), ("cupy", "torch")):
+        for src, dst in pairs:
             ok = exchange(src, dst, shape, dtype, args.frames) and ok
     print("all exchanges matched" if ok else "SOME EXCHANGES FAILED")
     return 0 if ok else 1
