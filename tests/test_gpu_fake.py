@@ -70,7 +70,7 @@ def test_one_process_write_read_view_and_loan(name):
         """
         name = sys.argv[1]
         out = {}
-        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=3, device="cuda:0")
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=8, device="cuda:0")
         out["device"], out["mirror"] = s.device, s.cpu_mirror
         r = framebus.open(name, mode="lossless")
         s.write(frame_of(1), frame_id=11, meta=b"m1")                         # NumPy: uploaded
@@ -94,7 +94,8 @@ def test_one_process_write_read_view_and_loan(name):
         host = np.zeros((6, 8, 3), np.uint8); r.read(out=host); assert (host == frame_of(5)).all()
         dst = framebus.DeviceArray.empty((6, 8, 3), np.uint8); r.read(out=dst); assert (dst.to_numpy() == frame_of(5)).all()
         out["counts_open"] = list(_native.fake_cuda_counts())
-        r.close(); s.close(); s.unlink()
+        del copy, dst
+        r.close(); s.unlink(); s.close()
         import gc; gc.collect()
         out["counts_after_unlink"] = list(_native.fake_cuda_counts())
         print(json.dumps(out))
@@ -130,7 +131,7 @@ def test_across_processes_lossless_every_frame_in_order(name):
             except framebus.StreamEndedError:
                 break
         print(json.dumps({"bad": bad, "seqs": seqs, "counts": list(_native.fake_cuda_counts())}))
-        '''.replace("\\n        ", "\\n"), name], stdout=subprocess.PIPE, text=True)
+        ''', name], stdout=subprocess.PIPE, text=True)
         assert reader.stdout.readline().strip() == "ready"
         staging = framebus.DeviceArray.empty((6, 8, 3), np.uint8)
         for seq in range(1, n + 1):
@@ -162,7 +163,7 @@ def test_across_processes_latest_counts_what_it_skips(name):
         with r.view() as f:
             b = np.frombuffer(_native.fake_cuda_read(f.ptr, f.nbytes), np.uint8)
             print(json.dumps({"seq": f.seq, "ok": bool((b == ((np.arange(b.size) + f.seq * 7) % 251)).all())}))
-        '''.replace("\\n        ", "\\n")
+        '''
         child = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True).stdout)
         with r.wait_view(timeout=5) as f:
             first = f.seq
@@ -190,7 +191,7 @@ def test_writer_killed_mid_frame_loses_only_that_frame(name):
         staged = framebus.DeviceArray.from_numpy(np.full((6, 8, 3), 99, np.uint8))
         print("loaned", loan.seq, flush=True)
         os.kill(os.getpid(), 9)
-        '''.replace("\\n        ", "\\n")
+        '''
         child = subprocess.Popen([sys.executable, "-c", code, name], stdout=subprocess.PIPE, text=True)
         line = child.stdout.readline().split(); child.wait()
         import warnings
@@ -222,21 +223,31 @@ def test_owner_gone_is_a_clear_error(name):
         s.write(np.ones((4, 4), np.uint8))
         print("made", flush=True)
         sys.stdin.read()
-        '''.replace("\\n        ", "\\n")
+        '''
         owner = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert owner.stdout.readline().strip() == "made"
+        attached = framebus.open(name)
+        with attached.view() as f:
+            before = int(device_bytes(f).sum())
         owner.kill(); owner.wait()
+        try:
+            attached.wait_view(timeout=0.2)
+            waited = None
+        except DeviceUnavailableError as e:
+            waited = str(e)
         try:
             framebus.open(name)
             msg = None
         except DeviceUnavailableError as e:
             msg = str(e)
         framebus.unlink(name)
-        print(json.dumps({"msg": msg, "pid": owner.pid}))
+        print(json.dumps({"msg": msg, "waited": waited, "before": before, "pid": owner.pid}))
         """,
         name,
     )
+    assert r["before"] == 16
     assert r["msg"] and f"pid {r['pid']}" in r["msg"] and "create the stream again" in r["msg"]
+    assert r["waited"] and f"pid {r['pid']}" in r["waited"] and "no frame will come" in r["waited"]
 
 
 def test_thousand_open_close_cycles_leak_no_handle(name):
@@ -256,7 +267,7 @@ def test_thousand_open_close_cycles_leak_no_handle(name):
             r.close(); del r
         gc.collect()
         print(json.dumps({"before": before, "during": during, "after": list(_native.fake_cuda_counts())}))
-        '''.replace("\\n        ", "\\n")
+        '''
         s = framebus.create(name, shape=(4, 4), dtype=np.uint8, slots=2, device=0)
         s.write(np.ones((4, 4), np.uint8))
         res = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True).stdout)
@@ -283,7 +294,7 @@ def test_two_handles_in_one_process_share_one_opening(name):
         one = list(_native.fake_cuda_counts())
         b.close(); del b; gc.collect()
         print(json.dumps({"both": both, "one": one, "none": list(_native.fake_cuda_counts())}))
-        '''.replace("\\n        ", "\\n")
+        '''
         s = framebus.create(name, shape=(4, 4), dtype=np.uint8, slots=2, device=0)
         res = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True).stdout)
         s.unlink()
@@ -314,7 +325,8 @@ def test_bad_device_arguments_are_clear_errors(name):
         out["wrong_dtype"] = err(lambda: s.write(framebus.DeviceArray.empty((4, 4), np.float32)))
         out["wrong_gpu"] = err(lambda: s.write(framebus.DeviceArray.empty((4, 4), np.uint8, device=1)))
         loan = s.loan()
-        out["host_into_loan"] = err(lambda: loan.__setitem__(slice(None), np.zeros((4, 4), np.uint8)))
+        def assign(): loan[:] = np.zeros((4, 4), np.uint8)
+        out["host_into_loan"] = err(assign)
         loan.abort()
         out["ended_loan"] = err(lambda: loan.__cuda_array_interface__)
         out["stream_type"] = err(lambda: s.write(np.zeros((4, 4), np.uint8), stream="fast"))
@@ -355,7 +367,7 @@ def test_cpu_mirror_serves_readers_without_the_gpu(name):
         a = r.read()
         print(json.dumps({"device": r.device, "stream_device": r.device_stream, "mirror": r.cpu_mirror,
                           "type": type(a).__name__, "sum": int(a.sum()), "fid": r.frame_id}))
-        '''.replace("\\n        ", "\\n")
+        '''
         no_gpu = json.loads(subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True,
                                            env={k: v for k, v in os.environ.items() if k != "FRAMEBUS_CUDA"}).stdout)
         host = framebus.open(name, device="cpu")
@@ -396,3 +408,28 @@ def test_fake_door_shows_in_gpu_info():
     r = run("print(json.dumps(framebus.gpu_info()))")
     assert r["door"] == "fake" and r["error"] is None
     assert [d["ordinal"] for d in r["devices"]] == [0, 1]
+
+
+def test_tools_read_device_streams(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, device=0)
+        s.write(frame_of(1), frame_id=5)
+        echo = subprocess.run([sys.executable, "-m", "framebus", "echo", name, "--json", "--count", "1"], capture_output=True, text=True)
+        ls = json.loads(subprocess.run([sys.executable, "-m", "framebus", "ls", "--json"], capture_output=True, text=True).stdout)
+        mine = [x for x in ls if x["name"] == name][0]
+        from framebus.errors import InvalidArgumentError
+        try:
+            framebus.open(name, device="cpu"); refused = None
+        except InvalidArgumentError as e:
+            refused = str(e)
+        s.unlink()
+        print(json.dumps({"echo": json.loads(echo.stdout), "ls": [mine["device"], mine["cpu_mirror"], mine["bytes_written"]], "refused": refused,
+                          "want_sum": int(frame_of(1).sum())}))
+        """,
+        name,
+    )
+    assert r["echo"]["device"] == "cuda:0" and r["echo"]["frame_id"] == 5
+    assert r["ls"] == ["cuda:0", False, 6 * 8 * 3]
+    assert "no CPU mirror" in r["refused"]

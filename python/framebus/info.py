@@ -25,6 +25,10 @@ class StreamInfo:
     capacity: Optional[int]
     slots: Optional[int]
     frame_bytes: Optional[int]
+    #: A device stream's GPU as its creator numbered it ("cuda:0"); None for a host stream.
+    device: Optional[str]
+    #: Whether that device stream's frames are also in host memory.
+    cpu_mirror: bool
     total_bytes: int
     creator_pid: int
     creator_alive: bool

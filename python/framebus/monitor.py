@@ -74,6 +74,7 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
         "name": str(info),
         "shape": list(info.shape) if info.shape else None,
         "dtype": dtype_name(info.dtype),
+        "device": getattr(info, "device", None),
         "slots": info.slots,
         "writer_pid": w1["pid"],
         "writer_alive": w1["alive"],

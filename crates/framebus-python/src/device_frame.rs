@@ -113,6 +113,12 @@ impl PyDeviceFrame {
         self.timestamp_ns
     }
 
+    /// Write time in seconds since the epoch.
+    #[getter]
+    fn timestamp(&self) -> f64 {
+        self.timestamp_ns as f64 / 1e9
+    }
+
     #[getter]
     fn frame_id(&self) -> i64 {
         self.frame_id
@@ -201,6 +207,28 @@ impl PyDeviceFrame {
 
     fn __dlpack_device__(&self) -> (i32, i32) {
         dlpack::device_tuple(self.device)
+    }
+
+    /// A NumPy copy of the frame (downloads it on `stream` after the frame's ready event and
+    /// waits for the copy).
+    #[pyo3(signature = (stream = None))]
+    fn to_numpy<'py>(&self, py: Python<'py>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, numpy::PyUntypedArray>> {
+        let s = dlpack::stream_arg(stream)?.unwrap_or(self.view_stream);
+        self.acquire_on(py, s)?;
+        let out = self.spec.empty(py)?;
+        let host = crate::array::data_ptr(&out);
+        let stream_handle = {
+            let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.pinned.as_ref().map(|p| p.stream().clone())
+        };
+        let Some(handle) = stream_handle else {
+            return Err(ErrorKind::StreamClosed.err(py, (format!("this frame of stream {:?} was released; take a new view", self.name),)));
+        };
+        let slots = handle.device_slots().map_err(core)?;
+        let (door, device, ptr, n) = (slots.door(), slots.device(), self.ptr, self.spec.frame_bytes as u64);
+        py.detach(|| door.copy_device_to_host(device, host.get(), ptr, n, s).and_then(|()| door.synchronize_stream(device, s)))
+            .map_err(|e| ErrorKind::Device.err(py, (format!("copying the frame to the host: {e}"),)))?;
+        Ok(out)
     }
 
     /// Lets the frame go: records this handle's release event on every CUDA stream the frame

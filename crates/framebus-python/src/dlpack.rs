@@ -108,7 +108,7 @@ pub fn dl_dtype(dtype: &str) -> Option<DLDataType> {
 
 /// A NumPy dtype string of a DLPack type.
 fn numpy_dtype(t: DLDataType) -> Option<String> {
-    if t.lanes != 1 || t.bits % 8 != 0 {
+    if t.lanes != 1 || !t.bits.is_multiple_of(8) {
         return None;
     }
     let kind = match t.code {

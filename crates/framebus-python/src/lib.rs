@@ -50,6 +50,9 @@ fn info_dict<'py>(py: Python<'py>, i: &framebus::StreamInfo) -> PyResult<Bound<'
     d.set_item("slots", i.spec.as_ref().map(|s| s.slots))?;
     d.set_item("meta_capacity", i.spec.as_ref().map(|s| s.meta_capacity))?;
     d.set_item("frame_bytes", i.spec.as_ref().and_then(|s| s.frame_bytes()))?;
+    let device = i.spec.as_ref().and_then(|s| s.device);
+    d.set_item("device", device.map(|d| format!("cuda:{}", d.ordinal)))?;
+    d.set_item("cpu_mirror", device.is_some_and(|d| d.cpu_mirror))?;
     d.set_item("problem", &i.problem)?;
     d.set_item("creator_pid", i.creator_pid)?;
     d.set_item("creator_alive", i.creator_alive)?;

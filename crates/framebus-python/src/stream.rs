@@ -120,6 +120,14 @@ impl PyStream {
         ))
     }
 
+    /// A timeout waiting on a device stream whose owner has exited becomes the error saying so.
+    pub(crate) fn owner_gone_instead(&self, py: Python<'_>, s: &framebus::Stream, e: PyErr) -> PyErr {
+        if !e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) {
+            return e;
+        }
+        s.device_owner_gone().map_or(e, |gone| CoreError(gone).into())
+    }
+
     /// InvalidArgumentError for a host-only operation on a device stream.
     pub(crate) fn refuse_device(&self, py: Python<'_>, what: &str) -> PyResult<()> {
         if !matches!(self.layout, Layout::Device) {
@@ -539,7 +547,7 @@ impl PyStream {
         let stream = stream_arg(stream)?;
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
-        let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?;
+        let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check)).map_err(|e| self.owner_gone_instead(py, &s, e))?;
         self.frame_view(py, &s, pinned, stream)
     }
 

@@ -115,7 +115,10 @@ impl PyStream {
                 (DestPtr(ptr, true), Bound::new(py, fresh)?.into_any(), cuda_stream)
             }
         };
-        let pinned = if new { self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))? } else { s.pin_latest().map_err(core)? };
+        let pinned = match new {
+            true => self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check)).map_err(|e| self.owner_gone_instead(py, &s, e))?,
+            false => s.pin_latest().map_err(core)?,
+        };
         let record = with_info.then(|| {
             let f = pinned.frame();
             (f.seq, f.timestamp_ns, f.frame_id, f.meta.to_vec())

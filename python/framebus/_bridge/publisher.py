@@ -166,7 +166,7 @@ class Publisher(Bridge):
         for _ in range(5):
             path = _stat(self.stream_name).path
             ino = os.stat(path).st_ino
-            src = _stream.open(self.stream_name, mode=str(self.mode))
+            src = _stream.open(self.stream_name, mode=str(self.mode), device="cpu")  # a device stream: its CPU mirror
             try:
                 if os.stat(path).st_ino == ino:
                     break

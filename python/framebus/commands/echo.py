@@ -78,7 +78,11 @@ def describe(frame: Any) -> Dict[str, Any]:
         "age_ms": (time.time() - frame.timestamp) * 1e3,
         "meta": meta.decode("utf-8", "replace") if meta else "",
     }
-    if frame.names is not None:
+    from .._native import DeviceFrame
+
+    if isinstance(frame, DeviceFrame):
+        out.update(summary(frame.to_numpy()), device=frame.device)
+    elif frame.names is not None:
         flagged = set(frame.byte_names)
         arrays: List[Dict[str, Any]] = []
         for name, arr in frame.arrays.items():

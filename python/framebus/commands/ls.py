@@ -14,7 +14,8 @@ JSON_HELP = (
     "print a JSON list instead of a table, one object per stream with the keys name, path, shape "
     "(list of ints or null), dtype (a NumPy name such as uint8 or float32, or null), variable (true "
     "for a stream created with capacity=: each frame has its own shape and dtype), capacity (bytes "
-    "per frame of such a stream, or null), slots, frame_bytes, total_bytes, writer (alive, creator "
+    "per frame of such a stream, or null), device (\"cuda:N\" for a stream whose frames live in GPU "
+    "memory, or null), cpu_mirror (true when such a stream's frames are also in host memory), slots, frame_bytes, total_bytes, writer (alive, creator "
     "gone, stale or unreadable), creator_pid, readers (handles attached that do not write: the "
     "writer's own handle is not counted), lossless (how many of them are lossless), sequence, "
     "frames_written, bytes_written (ints), problem (string or null) and bridges (list of strings)"
@@ -77,6 +78,8 @@ def records() -> List[Dict[str, Any]]:
                 # its capacity (bytes of arrays per frame).
                 "variable": bool(s.variable),
                 "capacity": s.capacity,
+                "device": s.device,
+                "cpu_mirror": bool(s.cpu_mirror),
                 "slots": s.slots,
                 "frame_bytes": s.frame_bytes,
                 "total_bytes": s.total_bytes,
@@ -104,6 +107,7 @@ def rows() -> List[Dict[str, str]]:
                 "name": r["name"],
                 "shape": f"any, {human_bytes(r['capacity'] or 0)}/frame" if r["variable"] else "x".join(map(str, r["shape"])) if r["shape"] else "?",
                 "dtype": "any" if r["variable"] else r["dtype"] or "?",
+                "memory": "host" if not r["device"] else r["device"] + (" + host" if r["cpu_mirror"] else ""),
                 "writer": r["writer"],
                 "readers": f"{r['readers']}" + (f" ({r['lossless']} lossless)" if r["lossless"] else ""),
                 "sequence": str(r["sequence"]),

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from ._wait import wait_for_stream
 
     wait_for_stream(args.name, args.wait)  # a missing stream: exit 1 (cli.py)
-    stream = framebus.open(args.name, mode="lossless")
+    stream = framebus.open(args.name, mode="lossless", device="cpu")  # a device stream: its CPU mirror
     stream.set_role("record", args.out)
     if stream.variable:
         try:

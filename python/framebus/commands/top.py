@@ -58,6 +58,8 @@ def cells(stream: Dict[str, Any]) -> List[List[str]]:
     writer = f"writer {stream['writer_pid']} " + ("alive" if stream["writer_alive"] else "gone") if stream["writer_pid"] else "no writer yet"
     if stream["ended"]:
         writer += ", ended"
+    if stream.get("device"):
+        writer += f", {stream['device']}"
     out = [[stream["name"], writer, f"{stream['write_fps']:,.1f}", f"{stream['write_mbps']:,.1f}", f"seq {stream['latest_seq']}", f"{stream['write_waits']} waits", ""]]
     for r in stream["readers"]:
         who = f"  {r['mode']} {r['role']}" + (f" {r['label']}" if r["label"] else "")

@@ -154,7 +154,7 @@ impl DeviceSlots {
         }
         let frame_bytes = stream.spec.frame_bytes().unwrap_or(u64::MAX);
         let slots = u64::from(stream.geometry.slot_count);
-        if h.frame_bytes != frame_bytes || h.pitch < frame_bytes || h.pitch % DEVICE_PITCH_ALIGN != 0 || h.pitch.checked_mul(slots) != Some(h.alloc_bytes) {
+        if h.frame_bytes != frame_bytes || h.pitch < frame_bytes || !h.pitch.is_multiple_of(DEVICE_PITCH_ALIGN) || h.pitch.checked_mul(slots) != Some(h.alloc_bytes) {
             return Err(Error::Corrupt { name: stream.name.clone(), path: crate::shm::name::path(&stream.name), reason: "the device section does not match the frame spec".into() });
         }
         let device = local_ordinal(door, &h.uuid).map_err(door_error(stream, "listing devices"))?.ok_or_else(|| {
@@ -297,6 +297,13 @@ impl Stream {
             dev.door.wait(dev.device, cuda_stream, event.event()).map_err(door_error(self, "waiting for a reader's release event"))?;
         }
         Ok(())
+    }
+
+    /// The error for a device stream whose owner (the process holding its GPU memory) has
+    /// exited: no frame will come. None while it lives (and for host streams).
+    pub fn device_owner_gone(&self) -> Option<Error> {
+        let dev = self.device.as_ref()?;
+        (!dev.owner.is_alive()).then(|| unavailable(&self.name, format!("the process that owned its GPU memory (pid {}) has exited, so no frame will come; create the stream again", dev.owner.pid)))
     }
 
     fn reader_alive(&self, i: u32, pid: u32) -> bool {

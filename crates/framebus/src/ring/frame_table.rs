@@ -296,7 +296,7 @@ pub fn decode(payload: &[u8], slot_bytes: u64) -> Result<FrameTable, String> {
         if array_bytes(&shape, itemsize) != Some(nbytes) {
             return Err(bad(format!("shape {shape:?} of {dtype} does not make {nbytes} bytes")));
         }
-        if offset < end || offset % ARRAY_ALIGN != 0 {
+        if offset < end || !offset.is_multiple_of(ARRAY_ALIGN) {
             return Err(bad(format!("offset {offset} overlaps the table or the previous array, or is not {ARRAY_ALIGN}-byte aligned")));
         }
         end = offset.checked_add(nbytes).filter(|&x| x <= data_end).ok_or_else(|| bad(format!("{nbytes} bytes at offset {offset} reach past the frame's end ({data_end})")))?;

@@ -250,7 +250,7 @@ impl Stream {
             }
             if spinning {
                 spins = spins.wrapping_add(1);
-                if spins % 16 != 0 || Instant::now() < spin_until {
+                if !spins.is_multiple_of(16) || Instant::now() < spin_until {
                     std::hint::spin_loop();
                     continue;
                 }

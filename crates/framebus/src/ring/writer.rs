@@ -452,7 +452,12 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         h.frames_written.fetch_add(1, Ordering::Relaxed);
         // Frame bytes, not the slot's table page: a 100-byte packet counts 100 (plus alignment
         // between arrays), not 4 KiB more.
-        let counted = if s.spec.variable { len.saturating_sub(super::frame_table::TABLE_BYTES) } else { len };
+        let counted = match (s.spec.variable, s.spec.device) {
+            (true, _) => len.saturating_sub(super::frame_table::TABLE_BYTES),
+            // A device stream's frame is in device memory; its host slot may hold none of it.
+            (false, Some(_)) => s.spec.frame_bytes().unwrap_or(len),
+            (false, None) => len,
+        };
         h.bytes_written.fetch_add(counted, Ordering::Relaxed);
         h.notify.fetch_add(1, Ordering::SeqCst);
         if h.waiters.load(Ordering::SeqCst) > 0 {

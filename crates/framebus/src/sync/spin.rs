@@ -45,7 +45,7 @@ impl AdaptiveSpin {
     /// How long the next wait should spin.
     pub fn budget(&self) -> Duration {
         let b = self.budget_ns.load(Ordering::Relaxed);
-        if b <= MIN_SPIN.as_nanos() as u32 && self.floor_waits.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == 0 {
+        if b <= MIN_SPIN.as_nanos() as u32 && self.floor_waits.fetch_add(1, Ordering::Relaxed).is_multiple_of(PROBE_EVERY) {
             return MAX_SPIN;
         }
         Duration::from_nanos(u64::from(b))
