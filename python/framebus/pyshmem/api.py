@@ -251,25 +251,6 @@ def stream(
         shm.unlink()
 
 
-def _device_of(name: str) -> Tuple[Any, bool]:
-    """(the device a stream's frames live on: "cuda:N", or None for a GPU stream whose device
-    this process cannot tell, or False for a CPU stream; whether a CPU copy is kept), looked up
-    by briefly attaching a handle (its CPU mirror first: that needs no GPU)."""
-    for device in ("cpu", None):
-        try:
-            s = _fb.open(name, readonly=True, device=device)
-        except (InvalidArgumentError, DeviceUnavailableError):
-            continue
-        except Exception:  # noqa: BLE001 - gone or unreadable: say CPU stream, as before
-            return False, True
-        try:
-            stored = s.device_stream
-            return (stored if stored is not None else False), (bool(s.cpu_mirror) if stored is not None else True)
-        finally:
-            s.close()
-    return None, False
-
-
 def _write_time(name: str) -> float:
     try:
         s = _fb.open(name, readonly=True)
@@ -291,18 +272,15 @@ def stat(name: str) -> Dict[str, Any]:
     except (StreamNotFoundError, FileNotFoundError):
         raise _err.missing(name) from None
     count = int(info["sequence"])
-    if "device" in info:  # framebus ls's view of the segment, when the core reports it
-        device, mirror = (info["device"] or False), (bool(info.get("cpu_mirror")) if info["device"] else True)
-    else:
-        device, mirror = _device_of(name)
+    device = info.get("device")
     return {
         "name": name,
         "shape": list(info["shape"] or []),
         "dtype": np.dtype(info["dtype"]).name if info["dtype"] else None,
         "size": info["frame_bytes"],
-        "gpu_enabled": device is not False,
-        "gpu_device": device or None,
-        "cpu_mirror": mirror,
+        "gpu_enabled": device is not None,
+        "gpu_device": device,
+        "cpu_mirror": bool(info.get("cpu_mirror")) if device is not None else True,
         "notify": True,
         "instance_id": instance,
         "creator_pid": int(info["creator_pid"]),
