@@ -6,7 +6,8 @@
 #   2. the environment (nvidia-smi, versions,     5. framebus bench W10 --json
 #      framebus.gpu_info())
 #   3. the real-door tests (tests/test_gpu_real.py) and the torch <-> CuPy exchange
-# A failed step does not stop the others; the exit status is 1 when any failed. The log and
+# A failed step does not stop the others; the exit status is 1 when any failed (also when there is
+# no GPU here: the environment step fails then, and the others skip). The log and
 # W10's JSON go to $OUT when it is set (else gpu-test-out/): gpu-test.log, w10.json.
 #
 #   bash scripts/gpu-test.sh            GPU_TEST_QUICK=1 bash scripts/gpu-test.sh  (W10 --quick)
@@ -65,6 +66,20 @@ except Exception as exc:
     print("torch CUDA: ?", exc)
 EOF
   "$PY" -c 'import framebus; print(framebus.gpu_info())'
+  # The steps below skip themselves without a GPU; this step fails then, so the run does too.
+  "$PY" - <<'EOF'
+import sys
+import framebus
+info = framebus.gpu_info()
+if info["door"] != "cuda" or not info["devices"]:
+    sys.exit(f"no GPU for framebus here ({info['error'] or 'door ' + str(info['door'])}): the GPU steps below will skip")
+try:
+    import torch
+except ImportError:
+    sys.exit("torch is not installed: the GPU steps below will skip")
+if not torch.cuda.is_available():
+    sys.exit("torch sees no CUDA device: the GPU steps below will skip")
+EOF
 }
 
 real_door() {
