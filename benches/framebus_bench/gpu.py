@@ -233,12 +233,12 @@ class _Writer:
                     n += 1
                     ts = clock()
                     ops.stamp(src, n, ts)
-                    s.write(src, stream=ops.stream, timeout=WRITE_TIMEOUT, frame_id=n, timestamp_ns=ts)
+                    s.write(src, stream=ops.stream, timeout=WRITE_TIMEOUT, frame_id=n)
             else:
                 while clock() < t_end:
                     n += 1
                     ts = clock()
-                    with s.loan(stream=ops.stream, timeout=WRITE_TIMEOUT) as a:
+                    with s.loan(stream=ops.stream, timeout=WRITE_TIMEOUT, frame_id=n) as a:
                         ops.stamp(ops.wrap(a), n, ts)
         finally:
             done.set()
