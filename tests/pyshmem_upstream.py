@@ -18,7 +18,12 @@ is installed as ``pyshmem``). pyshmem's ``src`` directory is not extracted, so t
 own child processes import the alias as well.
 
 Usage: python tests/pyshmem_upstream.py [--real] [--gpu] [pytest args...]
-(``--gpu`` runs tests/test_gpu_api.py instead, under the same rule: for the GPU machine.)
+
+``--gpu`` runs pyshmem's tests/test_gpu_api.py instead, under the same rule, against
+framebus.pyshmem's GPU streams (framebus device streams; frames come back as torch tensors).
+It needs a CUDA GPU, torch with CUDA and a framebus with GPU streams; without them it prints
+why and exits 0 (skipped). Offline (the GPU machine), put pyshmem's sdist in a folder and name
+it in $FRAMEBUS_PYSHMEM_SDIST_CACHE (scripts/gpu-wheels.sh does).
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ def sdist() -> Path:
 
 CPU_TESTS = "test_cpu_api.py"
 GPU_TESTS = "test_gpu_api.py"
+
+#: Selected GPU tests that fail for a reason outside framebus.pyshmem (``--gpu`` does not count them).
+GPU_KNOWN_FAILURES = {
+    "test_spawned_process_gpu_benchmark_smoke": "it runs benchmarks/benchmark_ipc.py, which pyshmem's sdist does not ship (pyshmem itself fails it from the sdist)",
+}
 
 
 def extract(work: Path, test_file: str = CPU_TESTS) -> Path:
@@ -159,9 +169,35 @@ def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None, te
     return outcomes, excluded, done.stdout + done.stderr
 
 
+def gpu_missing(real: bool = False) -> Optional[str]:
+    """Why the GPU tests cannot run here (None when they can): pyshmem's GPU tests need torch
+    with CUDA, and framebus.pyshmem also a framebus with GPU streams on the real driver."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    if real:
+        return None
+    import framebus
+
+    info = framebus.gpu_info() if hasattr(framebus, "gpu_info") else {"door": None, "error": "this framebus has no GPU streams"}
+    if info.get("door") != "cuda" or not info.get("devices"):
+        return f"framebus has no GPU streams on the CUDA driver here (door {info.get('door')}, {info.get('error') or 'no device'})"
+    return None
+
+
 def main(argv: List[str]) -> int:
     real = "--real" in argv
     test_file = GPU_TESTS if "--gpu" in argv else CPU_TESTS
+    if test_file == GPU_TESTS:
+        why = gpu_missing(real)
+        if why:
+            print(f"skipped: {why} (pyshmem's GPU tests need a CUDA GPU)")
+            return 0
     extra = [a for a in argv if a not in ("--real", "--gpu")]
     with tempfile.TemporaryDirectory(prefix="pyshmem-upstream-") as tmp:
         try:
@@ -171,11 +207,15 @@ def main(argv: List[str]) -> int:
             return 0
     failed = sorted(n for n, o in outcomes.items() if o == "failed")
     passed = sum(o == "passed" for o in outcomes.values())
+    skipped = sum(o == "skipped" for o in outcomes.values())
+    known = GPU_KNOWN_FAILURES if test_file == GPU_TESTS else {}
     print(output[:3000] if not outcomes or len(outcomes) < 3 else output[-4000:])
-    print(f"{test_file}, target: {'pyshmem (real)' if real else 'framebus.pyshmem'}; selected items: {len(outcomes)}; passed: {passed}; failed: {len(failed)}; excluded functions: {len(excluded)}")
+    print(f"{test_file}, target: {'pyshmem (real)' if real else 'framebus.pyshmem'}; selected items: {len(outcomes)}; passed: {passed}; skipped: {skipped}; failed: {len(failed)}; excluded functions: {len(excluded)}")
     for name in failed:
-        print(f"  FAILED {name}")
-    return 1 if failed else 0
+        print(f"  FAILED {name}" + (f" (expected: {known[name]})" if name in known else ""))
+    if not outcomes:
+        return 1
+    return 1 if [n for n in failed if n not in known] else 0
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ class Column:
 
 @dataclass
 class SuiteResult:
-    """The rows of one workload (W1..W9) plus how to show them."""
+    """The rows of one workload (W1..W10) plus how to show them."""
 
     id: str
     title: str
@@ -229,7 +229,7 @@ def machine_info() -> Dict[str, Any]:
 
 
 #: Distributions whose versions a run records (those not installed are left out).
-PACKAGES = ("framebus", "numpy", "pyshmem", "pyzmq", "iceoryx2", "turbopipe", "imageio-ffmpeg", "memray", "rich", "matplotlib")
+PACKAGES = ("framebus", "numpy", "pyshmem", "pyzmq", "iceoryx2", "turbopipe", "imageio-ffmpeg", "memray", "rich", "matplotlib", "torch")
 
 
 def versions() -> Dict[str, str]:

@@ -1,9 +1,10 @@
 """``framebus doctor``: checks this machine for what framebus needs and says the exact fix for
 each problem: /dev/shm's size and free space against the streams you plan (``--plan``) or have
 (``--stream``), containers with Docker's default 64 MiB /dev/shm, permissions and umask, futex
-and robust-list support, FFmpeg, pyzmq, openfilter, the CUDA driver (found, version, devices;
-CUDA IPC is not probed), stale segments and segments this framebus cannot read. Exit status 0
-when nothing would fail, 1 when something would."""
+and robust-list support, FFmpeg, pyzmq, openfilter, CUDA (``framebus.gpu_info()``: the driver's
+version, the devices, and whether CUDA IPC works: a device stream written here is read back by
+another process), stale segments and segments this framebus cannot read. Exit status 0 when
+nothing would fail, 1 when something would."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
-HELP = "check the machine (/dev/shm, containers, permissions, futex, FFmpeg, CUDA, stale streams) and say the fix"
+HELP = "check the machine (/dev/shm, containers, permissions, futex, FFmpeg, CUDA and CUDA IPC, stale streams) and say the fix"
 
 SHM = "/dev/shm"
 DOCKER_DEFAULT = 64 << 20
@@ -276,28 +277,127 @@ def check_tools() -> List[Check]:
     return out
 
 
-def load_cuda() -> Any:
-    """The CUDA driver library (libcuda.so.1); OSError when there is none."""
-    return ctypes.CDLL("libcuda.so.1")
+def _driver_text(version: Optional[int]) -> str:
+    """``13000`` -> ``"driver API 13.0"``."""
+    if not version:
+        return "driver version unknown"
+    return f"driver API {version // 1000}.{version % 1000 // 10}"
 
 
-def check_cuda(load: Any = load_cuda) -> List[Check]:
-    """What the CUDA driver says: whether it loads, its version and its device count. Only for
-    information: framebus has no GPU streams yet, and CUDA IPC is not probed (it would need a
-    device allocation exported to another process), so it is never claimed to work."""
-    later = "framebus has no GPU streams yet (CPU streams only); CUDA IPC was not probed"
+def _device_text(d: dict) -> str:
+    cc = d.get("compute_capability") or ("?", "?")
+    memory = human(d["total_memory"]) if d.get("total_memory") else "memory unknown"
+    return f"cuda:{d.get('ordinal', '?')} {d.get('name', '?')} (compute {cc[0]}.{cc[1]}, {memory})"
+
+
+def cuda_fix(error: str, env: Optional[Mapping[str, str]] = None, runtime: Optional[str] = None) -> str:
+    """What to do when framebus finds no CUDA device, judged from the door's ``error``, the
+    environment and the container runtime."""
+    env = os.environ if env is None else env
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    text = (error or "").lower()
+    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU: unset it or name one (`CUDA_VISIBLE_DEVICES=0`)"
+    if env.get("FRAMEBUS_CUDA", "").strip().lower() == "fake":
+        return "unset FRAMEBUS_CUDA to use the CUDA driver (FRAMEBUS_CUDA=fake selects the test door)"
+    if env.get("FRAMEBUS_CUDA", "").strip().lower() not in ("", "cuda"):
+        return "FRAMEBUS_CUDA must be unset, empty, 'cuda' or 'fake'"
+    if "mismatch" in text or "803" in text:
+        return "the NVIDIA kernel module and libcuda.so.1 are of different versions (typically after a driver update): reboot, or reload the nvidia kernel module"
+    if "insufficient" in text or "(35)" in text:
+        return "the NVIDIA driver is older than framebus's CUDA calls need: update the driver (`nvidia-smi` shows its version)"
+    no_driver = "libcuda" in text or "not found" in text or "cannot open" in text or not text
+    if runtime:
+        how = (
+            "start the container with the GPU: `docker run --gpus all` (Docker with the NVIDIA Container Toolkit), "
+            "`podman run --device nvidia.com/gpu=all` (CDI); on Kubernetes request `nvidia.com/gpu` in the pod's resources"
+        )
+        return how if no_driver else f"{how}; then check `nvidia-smi` inside the container"
+    if no_driver:
+        return "install the NVIDIA driver (framebus loads libcuda.so.1 at run time; `nvidia-smi` must list the GPU)"
+    return "check `nvidia-smi` (it must list the GPU); `framebus doctor --json` shows the driver's error"
+
+
+#: The child of the CUDA IPC probe: opens the stream, reads the newest frame, prints its bytes.
+IPC_CHILD = """\
+import sys
+import framebus
+r = framebus.open(sys.argv[1])
+x = r.read()
+sys.stdout.write(x.to_numpy().tobytes().hex())
+r.close()
+"""
+
+IPC_FIX = (
+    "CUDA IPC needs both processes on one machine seeing the same GPU: in containers share the IPC and PID "
+    "namespaces (`--ipc=host --pid=host`, or run both processes in one container) and pass the GPU to each; "
+    "CUDA_VISIBLE_DEVICES may renumber GPUs but must leave the stream's GPU visible; on a MIG-partitioned GPU "
+    "both processes must use the same MIG instance; WSL2 does not support CUDA IPC"
+)
+
+
+def check_cuda_ipc(device: str = "cuda:0", timeout: float = 120.0) -> Check:
+    """Creates a small device stream on ``device``, writes a frame, has another process open
+    the stream and read the frame back, and compares the bytes."""
+    import subprocess
+    import uuid
+
+    import numpy as np
+
+    import framebus
+
+    if not can_create():
+        return Check("CUDA IPC", "info", f"not checked: no stream can be created in {SHM} (see above)")
+    name = f"doctor-gpu-{uuid.uuid4().hex[:8]}"
+    pattern = (np.arange(256, dtype=np.uint32) * 7 + 3).astype(np.uint8)
     try:
-        cuda = load()
-    except OSError:
-        return [Check("CUDA", "info", f"no CUDA driver (libcuda.so.1 not found); {later}")]
-    version, count = ctypes.c_int(0), ctypes.c_int(0)
-    rc = cuda.cuInit(0)
-    if rc != 0:
-        return [Check("CUDA", "info", f"libcuda.so.1 found, but cuInit failed (CUresult {rc}); {later}", "check `nvidia-smi`; in containers pass `--gpus all`")]
-    driver = f"driver {version.value // 1000}.{version.value % 1000 // 10}" if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0 else "driver version unknown"
-    rc = cuda.cuDeviceGetCount(ctypes.byref(count))
-    devices = f"{count.value} device(s)" if rc == 0 else f"cuDeviceGetCount failed (CUresult {rc})"
-    return [Check("CUDA", "info", f"libcuda.so.1 found, {driver} (CUDA API), {devices}; {later}")]
+        with framebus.create(name, shape=pattern.shape, dtype=np.uint8, slots=2, device=device) as s:
+            try:
+                s.write(pattern)
+                p = subprocess.run([sys.executable, "-c", IPC_CHILD, name], capture_output=True, text=True, timeout=timeout)
+            finally:
+                s.unlink()
+    except subprocess.TimeoutExpired:
+        return Check("CUDA IPC", "warn", f"another process did not read the probe frame within {timeout:.0f} s", IPC_FIX)
+    except Exception as exc:  # noqa: BLE001 - the doctor reports anything
+        return Check("CUDA IPC", "warn", f"could not write a device stream on {device}: {type(exc).__name__}: {exc}", "check `nvidia-smi`: the GPU must have a little free memory")
+    if p.returncode != 0:
+        lines = [line for line in p.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit status {p.returncode}"
+        return Check("CUDA IPC", "warn", f"another process could not read a device stream on {device}: {why}", IPC_FIX)
+    if p.stdout.strip() != pattern.tobytes().hex():
+        return Check("CUDA IPC", "fail", f"another process read other bytes than were written to a device stream on {device}", "report this with `framebus doctor --json`")
+    return Check("CUDA IPC", "ok", f"a frame written to a device stream on {device} was read back, byte for byte, by another process")
+
+
+def check_cuda(info: Optional[dict] = None, ipc: Any = check_cuda_ipc) -> List[Check]:
+    """The CUDA section: what ``framebus.gpu_info()`` says (which door, the driver's version,
+    the devices) and, when there is a device, whether CUDA IPC works (``ipc``: a device stream
+    written here and read by another process). No GPU is not a failure: CPU streams do not need
+    one; a device that cannot share frames between processes is a warning."""
+    if info is None:
+        import framebus
+
+        gpu_info = getattr(framebus, "gpu_info", None)
+        if gpu_info is None:
+            return [Check("CUDA", "info", "this framebus has no GPU streams (CPU streams only)")]
+        info = gpu_info()
+    devices = info.get("devices") or []
+    door = info.get("door")
+    if not devices:
+        error = info.get("error") or ("the driver reports no device" if door else "no CUDA driver")
+        return [Check("CUDA", "info", f"no GPU streams here ({error}); CPU streams are unaffected", cuda_fix(str(error), runtime=in_container()))]
+    listing = "; ".join(_device_text(d) for d in devices)
+    if door == "fake":
+        head = "the fake CUDA door (FRAMEBUS_CUDA=fake: \"device\" memory in host shared memory, for tests)"
+        fix = "unset FRAMEBUS_CUDA to use the GPU"
+    else:
+        head = f"CUDA driver, {_driver_text(info.get('driver_version'))}"
+        fix = ""
+    out = [Check("CUDA", "ok", f"{head}, {len(devices)} device(s): {listing}", fix)]
+    if ipc is not None:
+        out.append(ipc(f"cuda:{devices[0].get('ordinal', 0)}"))
+    return out
 
 
 def _names(names: List[str]) -> str:

@@ -2,7 +2,9 @@
 
 Every public name of pyshmem 1.4 is here with pyshmem's defaults, return types, exception
 types and messages; the streams are ordinary framebus streams (``framebus ls`` shows them and
-native ``framebus.open`` readers can read them). The differences that remain, and why, are in
+native ``framebus.open`` readers can read them). GPU streams (``gpu_device=``, ``cpu_mirror=``)
+are framebus device streams; their frames come back as CUDA torch tensors where torch is
+installed, as framebus device arrays otherwise. The differences that remain, and why, are in
 docs/pyshmem.md.
 """
 

@@ -7,15 +7,18 @@ import glob
 import hashlib
 import math
 import os
+import sys
 from contextlib import contextmanager
-from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import _native
 from .. import _stream as _fb
-from ..errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
+from ..errors import DeviceUnavailableError, InvalidArgumentError, StreamExistsError, StreamNotFoundError
 from . import errors as _err
+from . import gpu as _gpu
+from .gpu_handle import GpuSharedMemory
 from .handle import SharedMemory, _pid_alive
 
 __all__ = ["create", "open", "stat", "list_streams", "unlink", "unlink_quiet", "purge", "stream", "gpu_available", "gpu_supported_dtypes"]
@@ -29,35 +32,55 @@ DTYPES: FrozenSet[np.dtype] = frozenset(
 
 
 def gpu_available() -> bool:
-    """Whether GPU streams can be created here (``framebus.gpu_available()``)."""
+    """Whether GPU streams can be created and attached here: framebus's CUDA door has a device
+    (``framebus.gpu_available()``) and, where torch is already imported, torch sees CUDA too
+    (pyshmem's test; GPU frames are handed out as torch tensors then)."""
     import framebus
 
-    return bool(framebus.gpu_available())
+    if not framebus.gpu_available():
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None and _gpu.door() == "cuda":
+        try:
+            return bool(torch.cuda.is_available())
+        except Exception:  # noqa: BLE001 - a torch without a usable CUDA runtime
+            return False
+    return True
 
 
 def gpu_supported_dtypes() -> FrozenSet[np.dtype]:
-    """The dtypes a GPU stream may hold: empty while GPU streams are unavailable (as pyshmem
-    without CUDA-capable torch)."""
-    return DTYPES if gpu_available() else frozenset()
+    """The dtypes a GPU stream may hold: those framebus device streams hold (and torch has,
+    where frames are handed out as torch tensors); empty while GPU streams are unavailable
+    (as pyshmem's without CUDA-capable torch)."""
+    return _gpu.supported_dtypes(DTYPES) if gpu_available() else frozenset()
 
 
-def _gpu_device(gpu_device: Any) -> Optional[str]:
-    """pyshmem's device spelling (``"cuda"``, ``"cuda:N"``, ``N``) as ``"cuda:N"``; pyshmem's
-    errors when it is not a CUDA device or no GPU stream can be made here."""
-    if gpu_device is None:
-        return None
+def _parse_device(gpu_device: Any) -> str:
+    """pyshmem's device spelling (``"cuda"``, ``"cuda:N"``, ``N``, ``torch.device``) as
+    ``"cuda:N"``; ValueError when it is not a CUDA device."""
     if isinstance(gpu_device, bool):
         raise ValueError("only CUDA devices are currently supported")
     if isinstance(gpu_device, int):
-        device = f"cuda:{gpu_device}"
-    else:
-        text = str(gpu_device)
-        kind, _, index = text.partition(":")
-        if kind != "cuda" or (index and not index.isdigit()):
-            raise ValueError("only CUDA devices are currently supported")
-        device = f"cuda:{int(index or 0)}"
+        if gpu_device < 0:
+            raise ValueError(f"CUDA device ordinals are not negative, got {gpu_device}")
+        return f"cuda:{gpu_device}"
+    text = str(gpu_device)
+    kind, _, index = text.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise ValueError("only CUDA devices are currently supported")
+    return f"cuda:{int(index or 0)}"
+
+
+def _gpu_device(gpu_device: Any) -> Optional[str]:
+    """:func:`_parse_device`, and pyshmem's RuntimeError when no GPU stream can be made here."""
+    if gpu_device is None:
+        return None
+    device = _parse_device(gpu_device)
     if not gpu_available():
-        raise RuntimeError("CUDA is not available for GPU shared memory (framebus.gpu_available() is False)")
+        raise RuntimeError(
+            "CUDA is not available for GPU shared memory (framebus.gpu_available() is False, or torch sees no CUDA); "
+            "`framebus doctor` says why"
+        )
     return device
 
 
@@ -105,11 +128,12 @@ def _wrap(stream: _fb.Stream, *, owner: bool, readonly: bool) -> SharedMemory:
         pid, instance = _generation(stream.name)
     except OSError:  # unlinked between open and now: the handle still works
         pid, instance = (os.getpid() if owner else 0), None
-    shm = SharedMemory(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
-    device = getattr(stream, "device", None)  # framebus GPU streams name their CUDA device
-    if isinstance(device, str) and device.startswith("cuda"):
-        shm.gpu_device, shm.gpu_enabled = device, True
-        shm.cpu_mirror = bool(getattr(stream, "cpu_mirror", False))
+    # A GPU stream reached through its GPU gets the GPU handle; one read from its CPU mirror a
+    # CPU handle that says so (pyshmem: gpu_enabled, no gpu_device).
+    cls = GpuSharedMemory if stream.device is not None else SharedMemory
+    shm = cls(stream, owner=owner, readonly=readonly, creator_pid=pid, instance_id=instance)
+    if stream.device is None and stream.device_stream is not None:
+        shm.gpu_enabled, shm.cpu_mirror = True, True
     return shm
 
 
@@ -143,13 +167,17 @@ def create(
     nbytes = math.prod(dims) * dt.itemsize
     if size is not None and int(size) != nbytes:
         raise ValueError(f"size does not match shape and dtype: expected {nbytes}, got {size}")
-    if _gpu_device(gpu_device) is not None:
-        raise InvalidArgumentError(
-            "GPU streams (gpu_device=, cpu_mirror=) are not available in this version of framebus; "
-            "create a CPU stream and copy tensors with tensor.cpu().numpy()"
-        )
+    device = _gpu_device(gpu_device)
+    options: Dict[str, Any] = {}
+    if device is not None:
+        supported = gpu_supported_dtypes()
+        if dt not in supported:
+            names = ", ".join(sorted(d.name for d in supported))
+            raise ValueError(f"dtype {dt} is not supported for GPU shared memory; supported: {names}")
+        # pyshmem: a GPU stream has no CPU mirror unless asked for (a CPU stream is its own).
+        options = {"device": device, "cpu_mirror": bool(cpu_mirror) if cpu_mirror is not None else False}
     try:
-        s = _fb.create(name, shape=dims, dtype=dt, slots=slots)
+        s = _fb.create(name, shape=dims, dtype=dt, slots=slots, **options)
     except StreamExistsError:
         raise _err.exists(name) from None
     shm = _wrap(s, owner=True, readonly=False)
@@ -157,19 +185,50 @@ def create(
     return shm
 
 
+def _cuda_unavailable(name: str, device: Optional[str], why: str = "") -> RuntimeError:
+    on = f" on {device}" if device else ""
+    return RuntimeError(
+        f"{name!r} is a GPU stream{on} but CUDA is not available in this process{f' ({why})' if why else ''}; "
+        "run it where framebus.gpu_available() is True (`framebus doctor` says why not), or recreate the stream "
+        "with cpu_mirror=True for CPU access"
+    )
+
+
 def open(name: str, *, gpu_device: Any = None, readonly: bool = False) -> SharedMemory:  # noqa: A001
     """Attaches a handle to the existing stream ``name`` (any framebus stream). ``readonly``
-    refuses writes, clears, the write lock, unsafe views and unlink. ``gpu_device`` matters
-    only for a GPU stream (a CPU stream ignores it, as pyshmem's does).
+    refuses writes, clears, the write lock, unsafe views and unlink. For a GPU stream,
+    ``gpu_device`` as pyshmem: None attaches to its device (or, where CUDA is not available,
+    reads its CPU mirror if it has one), ``"cuda:N"`` must name its device, ``False`` reads the
+    CPU mirror; a CPU stream ignores ``gpu_device``.
 
-    Raises ValueError when ``name`` is not a non-empty string, FileNotFoundError
-    (StreamNotFoundError) with pyshmem's message when it does not exist."""
+    Raises ValueError when ``name`` is not a non-empty string, for a ``gpu_device`` other than
+    the stream's device, or ``False`` on a GPU stream without a CPU mirror; FileNotFoundError
+    (StreamNotFoundError) with pyshmem's message when it does not exist; RuntimeError when a
+    GPU stream cannot be attached here and has no CPU mirror (or a device was asked for)."""
     _name(name)
+    usable = gpu_available()
+    host_only = gpu_device is False or (gpu_device is None and not usable)
     try:
-        # As pyshmem, gpu_device= matters only for a GPU stream; framebus streams are CPU streams.
-        s = _fb.open(name, readonly=readonly)
+        s = _fb.open(name, readonly=readonly, device="cpu" if host_only else None)
     except StreamNotFoundError:
         raise _err.missing(name) from None
+    except DeviceUnavailableError as exc:  # a GPU stream without a mirror this process cannot reach
+        raise _cuda_unavailable(name, None, str(exc)) from None
+    except InvalidArgumentError as exc:  # host access to a GPU stream without a CPU mirror
+        if gpu_device is False:
+            raise ValueError(f"{name!r} is a GPU stream without a CPU mirror; cannot open it CPU-only (recreate it with cpu_mirror=True)") from None
+        raise _cuda_unavailable(name, None, str(exc)) from None
+    stored = s.device_stream
+    if stored is not None and gpu_device is not None and gpu_device is not False:
+        try:
+            requested = _gpu_device(gpu_device)
+            if requested != stored:
+                raise ValueError(f"requested GPU device {requested} does not match stored device {stored}")
+            if s.device is None:
+                raise _cuda_unavailable(name, stored, "its device is not reachable from this process")
+        except BaseException:
+            s.close()
+            raise
     return _wrap(s, owner=False, readonly=readonly)
 
 
@@ -213,14 +272,15 @@ def stat(name: str) -> Dict[str, Any]:
     except (StreamNotFoundError, FileNotFoundError):
         raise _err.missing(name) from None
     count = int(info["sequence"])
+    device = info.get("device")
     return {
         "name": name,
         "shape": list(info["shape"] or []),
         "dtype": np.dtype(info["dtype"]).name if info["dtype"] else None,
         "size": info["frame_bytes"],
-        "gpu_enabled": False,
-        "gpu_device": None,
-        "cpu_mirror": True,
+        "gpu_enabled": device is not None,
+        "gpu_device": device,
+        "cpu_mirror": bool(info.get("cpu_mirror")) if device is not None else True,
         "notify": True,
         "instance_id": instance,
         "creator_pid": int(info["creator_pid"]),

@@ -64,9 +64,3 @@ def count_not_passed(name: str, after: int) -> StreamTimeoutError:
 def lock_timeout() -> StreamTimeoutError:
     return StreamTimeoutError("timed out waiting for shared memory lock")
 
-
-def gpu_unavailable(what: str) -> RuntimeError:
-    return RuntimeError(
-        f"{what} requires CUDA-backed GPU streams, which this framebus build does not provide "
-        "(framebus.gpu_available() is False); create a CPU stream instead"
-    )

@@ -61,8 +61,8 @@ class WriteView:
         else:
             h._require_lock("write_view_locked()")
         try:
-            self._loan = h._s.loan(_at_least_zero(self._timeout), frame_id=_frame_id_out(self._frame_id))
-            return self._loan.array
+            self._loan = h._s.loan(_at_least_zero(self._timeout), frame_id=_frame_id_out(self._frame_id), **self._loan_kwargs())
+            return self._array_of(self._loan)
         except StreamTimeoutError:
             self._unlock()
             raise _err.lock_timeout() from None
@@ -82,6 +82,14 @@ class WriteView:
         finally:
             self._loan = None
             self._unlock()
+
+    def _loan_kwargs(self) -> dict:
+        """Extra arguments of the native loan (a GPU handle's CUDA stream)."""
+        return {}
+
+    def _array_of(self, loan: Any) -> Any:
+        """What the block gets: the loaned slot's array."""
+        return loan.array
 
     def _unlock(self) -> None:
         if self._locked:
