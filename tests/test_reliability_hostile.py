@@ -61,7 +61,7 @@ case("create-size-str", "framebus.create(name + '-n', shape=(2,), size='8')", T)
 for i, (kw, exc) in enumerate([("slots=0", V), ("slots=1", V), ("slots=65", V), ("slots=-1", V), ("slots='4'", T), ("slots=True", T),
                                ("slots=2**40", V), ("meta_capacity=-1", V), ("meta_capacity=2**21", V), ("max_readers=0", V),
                                ("max_readers=5000", V), ("mode=0o7777", V), ("mode=0o4700", V), ("mode=-1", V), ("mode='0600'", T),
-                               ("gpu_device=0", T), ("cpu_mirror=True", T), ("slots=4.0", T)]):
+                               ("gpu_device=0", T), ("cpu_mirror=True", V), ("device='gpu'", V), ("device=True", T), ("slots=4.0", T)]):
     case(f"create-kw-{i}", f"framebus.create(name + '-n', shape=(2,), {kw})", exc)
 case("create-exists", "framebus.create(name, shape=(4, 6), dtype=np.float32)", E)
 case("create-exist-ok-other-spec", "framebus.create(name, shape=(4, 7), dtype=np.float32, exist_ok=True)", E)

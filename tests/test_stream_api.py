@@ -47,7 +47,7 @@ def test_version_and_exports():
 def test_compat_arguments_are_not_part_of_the_native_api(name):
     """What the native API would ignore it refuses: pyshmem's and turbopipe's vocabulary lives in
     framebus.pyshmem and framebus.turbopipe (docs/moving-from-0.1.md)."""
-    for kwargs in ({"gpu_device": 0}, {"cpu_mirror": True}, {"notify": True}):
+    for kwargs in ({"gpu_device": 0}, {"notify": True}):
         with pytest.raises(TypeError, match=next(iter(kwargs))):
             framebus.create(name, shape=(2,), **kwargs)
     with framebus.create(name, shape=(2,), auto_unlink=True) as s:
@@ -805,8 +805,9 @@ def test_pyshmem_keyword_defaults_match():
 
 # create(shape=) is required in pyshmem; framebus takes shape= or capacity= (variable-shape
 # streams), so shape defaults to None and create() raises a ValueError naming both when neither
-# is given.
-_DEFAULTS_ON_PURPOSE = {("create", "shape")}
+# is given. pyshmem's cpu_mirror defaults to None; framebus's device streams have no CPU mirror
+# unless asked (False); framebus.pyshmem translates pyshmem's default (docs/pyshmem.md).
+_DEFAULTS_ON_PURPOSE = {("create", "shape"), ("create", "cpu_mirror")}
 
 
 def test_pyshmem_exception_types_match(name):
@@ -827,7 +828,7 @@ def test_pyshmem_exception_types_match(name):
 #: pyshmem's keywords the native API does not take: what it would only accept and ignore.
 #: framebus.pyshmem takes all of them (tests/test_pyshmem_edges.py compares its signatures).
 _COMPAT_ONLY = {
-    ("create", "gpu_device"), ("create", "cpu_mirror"), ("create", "notify"), ("open", "gpu_device"),
+    ("create", "gpu_device"), ("create", "notify"), ("open", "gpu_device"),
     ("Stream.read", "safe"), ("Stream.read", "poll_interval"), ("Stream.read", "timeout"),
     ("Stream.read_new", "safe"), ("Stream.read_new", "poll_interval"),
     ("Stream.read_publication", "safe"), ("Stream.read_publication", "poll_interval"), ("Stream.read_publication", "timeout"),
