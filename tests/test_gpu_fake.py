@@ -433,3 +433,35 @@ def test_tools_read_device_streams(name):
     assert r["echo"]["device"] == "cuda:0" and r["echo"]["frame_id"] == 5
     assert r["ls"] == ["cuda:0", False, 6 * 8 * 3]
     assert "no CPU mirror" in r["refused"]
+
+
+def test_reader_killed_holding_a_device_frame_does_not_stop_the_writer(name):
+    r = run(
+        """
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=2, device=0)
+        s.write(frame_of(1))
+        code = '''
+        import os, sys, framebus
+        r = framebus.open(sys.argv[1], mode="lossless")
+        f = r.view(timeout=5)
+        f.__dlpack__(stream=7)   # the frame handed to a CUDA stream, then the process dies holding it
+        with r.view(timeout=5) as g:
+            g.__dlpack__(stream=3)   # released on stream 3: its release event is published
+        print("holding", f.seq, flush=True)
+        os.kill(os.getpid(), 9)
+        '''
+        child = subprocess.Popen([sys.executable, "-c", code, name], stdout=subprocess.PIPE, text=True)
+        held = child.stdout.readline().split(); child.wait()
+        for seq in range(2, 12):
+            s.write(frame_of(seq), timeout=10)
+        reader = framebus.open(name)
+        with reader.view(timeout=5) as f:
+            ok = bool((device_bytes(f) == frame_of(f.seq)).all()); last = f.seq
+        s.unlink()
+        print(json.dumps({"held": held, "last": last, "ok": ok}))
+        """,
+        name,
+    )
+    assert r["held"] == ["holding", "1"]
+    assert r["last"] == 11 and r["ok"]
