@@ -267,9 +267,10 @@ impl Stream {
         let mut seen = dev.releases_seen.lock().unwrap_or_else(|e| e.into_inner());
         for i in 0..hwm {
             let record = self.release_event(i);
-            let version = record.version.load(Ordering::Acquire);
-            let pid = record.pid.load(Ordering::Relaxed);
-            if version == 0 || version & 1 == 1 || pid == 0 || self.reader(i).pid.load(Ordering::Relaxed) != pid {
+            let mut words = [0u64; IPC_HANDLE_BYTES / 8 + 1];
+            let Some(version) = super::protocol::read_words(&record.version, &record.words, &mut words) else { continue };
+            let pid = words[0] as u32;
+            if pid == 0 || self.reader(i).pid.load(Ordering::Relaxed) != pid {
                 continue;
             }
             let known = seen.iter().position(|(entry, v, _)| *entry == i && *v == version);
@@ -277,11 +278,8 @@ impl Stream {
                 Some(k) => seen[k].2.clone(),
                 None => {
                     let mut handle = [0u8; IPC_HANDLE_BYTES];
-                    for (w, word) in record.handle.iter().enumerate() {
-                        handle[w * 8..w * 8 + 8].copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
-                    }
-                    if record.version.load(Ordering::Acquire) != version {
-                        continue; // being replaced; that reader pins what it still uses
+                    for (w, word) in words[1..].iter().enumerate() {
+                        handle[w * 8..w * 8 + 8].copy_from_slice(&word.to_ne_bytes());
                     }
                     let event = match registry::open_event(dev.door, dev.device, &IpcHandle(handle)) {
                         Ok(event) => event,
@@ -331,16 +329,14 @@ impl Stream {
         // Recorded before it is published: a writer never waits for an event never recorded.
         dev.door.record(dev.device, event.event(), cuda_stream).map_err(door_error(self, "recording the release event"))?;
         let record = self.release_event(index);
-        let old = record.version.load(Ordering::Relaxed);
-        let next = (old | 1).wrapping_add(1).max(2);
-        record.version.store(old | 1, Ordering::SeqCst);
-        for (w, word) in record.handle.iter().enumerate() {
+        let mut words = [0u64; IPC_HANDLE_BYTES / 8 + 1];
+        words[0] = u64::from(ProcessId::current().pid);
+        for (w, word) in words[1..].iter_mut().enumerate() {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(&handle.0[w * 8..w * 8 + 8]);
-            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+            *word = u64::from_ne_bytes(bytes);
         }
-        record.pid.store(ProcessId::current().pid, Ordering::Relaxed);
-        record.version.store(next, Ordering::Release);
+        super::protocol::publish_words(&record.version, &record.words, &words);
         *mine = Some(event);
         Ok(())
     }
@@ -353,7 +349,6 @@ impl Stream {
             if let Some(index) = self.owned_index() {
                 let record = self.release_event(index);
                 record.version.store(0, Ordering::SeqCst);
-                record.pid.store(0, Ordering::Relaxed);
             }
         }
         dev.releases_seen.lock().unwrap_or_else(|e| e.into_inner()).clear();

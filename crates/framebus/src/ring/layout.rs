@@ -298,17 +298,15 @@ pub const DEVICE_FREED: u32 = 2;
 
 /// Per reader entry: the event the handle in that entry records on its CUDA stream when it lets
 /// a device frame go, so a writer's next frame into that memory waits for the reader's work.
+/// A seqlock (`protocol::publish_words` / `read_words`) that only the entry's handle replaces.
 #[repr(C, align(64))]
 pub struct ReleaseEvent {
-    /// Bumped (odd while being changed, even and non-zero when set) whenever the handle stored
-    /// a new event; 0 when the entry has none.
+    /// 0 while the entry has no event; odd while the handle replaces it; even when set.
     pub version: AtomicU64,
-    /// Pid of the handle's process (matches `ReaderEntry::pid` while the event is current).
-    pub pid: AtomicU32,
-    pub _pad0: u32,
-    pub _pad1: [u64; 6],
-    /// The event's inter-process handle.
-    pub handle: [AtomicU64; IPC_HANDLE_BYTES / 8],
+    /// `words[0]`: pid of the handle's process (it must match `ReaderEntry::pid`); then the
+    /// event's inter-process handle, 8 bytes a word.
+    pub words: [AtomicU64; 1 + IPC_HANDLE_BYTES / 8],
+    pub _pad: [u64; 6],
 }
 
 /// Bytes of the device section of a device stream with these counts (0 for a host stream).
@@ -340,7 +338,7 @@ const _: () = {
     assert!(DEVICE_HEADER_BYTES == 256);
     assert!(offset_of!(DeviceHeader, memory) == 128);
     assert!(size_of::<ReleaseEvent>() == 128);
-    assert!(offset_of!(ReleaseEvent, handle) == 64);
+    assert!(offset_of!(ReleaseEvent, words) == 8);
 };
 
 /// Geometry of a segment, computed from its spec.

@@ -60,6 +60,35 @@ pub fn unpin(my_mask: &AtomicU64, bit: u64) {
     my_mask.fetch_and(!bit, Ordering::SeqCst);
 }
 
+/// Device streams' release records: a seqlock over a few words that one handle (its owner)
+/// replaces and any writer reads. Publishes `values` into `words`; returns the new version
+/// (even, non-zero). Only the record's owner calls this, so there is one publisher at a time.
+pub fn publish_words(version: &AtomicU64, words: &[AtomicU64], values: &[u64]) -> u64 {
+    let odd = version.load(Ordering::Relaxed) | 1;
+    version.store(odd, Ordering::Relaxed);
+    fence(Ordering::Release);
+    for (word, value) in words.iter().zip(values) {
+        word.store(*value, Ordering::Relaxed);
+    }
+    let next = odd.wrapping_add(1).max(2);
+    version.store(next, Ordering::Release);
+    next
+}
+
+/// Reads a release record into `out`: its version when the words read are one publication,
+/// whole; None while it is empty (version 0) or being replaced (odd, or changed meanwhile).
+pub fn read_words(version: &AtomicU64, words: &[AtomicU64], out: &mut [u64]) -> Option<u64> {
+    let before = version.load(Ordering::Acquire);
+    if before == 0 || before & 1 == 1 {
+        return None;
+    }
+    for (word, value) in words.iter().zip(out.iter_mut()) {
+        *value = word.load(Ordering::Relaxed);
+    }
+    fence(Ordering::Acquire);
+    (version.load(Ordering::Relaxed) == before).then_some(before)
+}
+
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
@@ -111,6 +140,28 @@ mod loom_tests {
                 unpin(&slot.mask, 1);
             }
             writer.join().unwrap();
+        });
+    }
+
+    /// A writer reading a release record while its owner replaces it gets one publication whole
+    /// (the old words with the old version, or the new with the new), never a mix.
+    #[test]
+    fn loom_release_records_are_never_torn() {
+        loom::model(|| {
+            let record = Arc::new((AtomicU64::new(0), [AtomicU64::new(0), AtomicU64::new(0)]));
+            assert_eq!(publish_words(&record.0, &record.1, &[1, 1]), 2);
+            let owner = record.clone();
+            let publisher = loom::thread::spawn(move || publish_words(&owner.0, &owner.1, &[2, 2]));
+            let mut out = [0u64; 2];
+            match read_words(&record.0, &record.1, &mut out) {
+                Some(2) => assert_eq!(out, [1, 1]),
+                Some(4) => assert_eq!(out, [2, 2]),
+                Some(v) => panic!("version {v}"),
+                None => {}
+            }
+            assert_eq!(publisher.join().unwrap(), 4);
+            assert_eq!(read_words(&record.0, &record.1, &mut out), Some(4));
+            assert_eq!(out, [2, 2]);
         });
     }
 
