@@ -313,3 +313,43 @@ def test_a_size_change_is_refused_or_follows_a_variable_stream(name):
             except SpecMismatchError:
                 pass
         assert not os.path.exists(f"/dev/shm/framebus.{dst}")
+
+
+def test_cli_ros2_publish_and_subscribe(name):
+    """`framebus ros2 publish` -> Zenoh -> `framebus ros2 subscribe`, then SIGTERM: exit 143."""
+    import signal
+
+    port = free_port()
+    dst = name + "-dst"
+    shape = (6, 8, 3)
+    exe = [sys.executable, "-m", "framebus", "ros2"]
+    with framebus.create(name, shape=shape, dtype=np.uint8, auto_unlink=True) as src:
+        pub = subprocess.Popen([*exe, "publish", name, "--topic", "/cli/image", "--frame-id", "cam", "--listen", f"tcp/127.0.0.1:{port}",
+                                "--no-scouting", "--quiet"], stdout=subprocess.PIPE, text=True)
+        sub = subprocess.Popen([*exe, "subscribe", "/cli/image", "--stream", dst, "--connect", f"tcp/127.0.0.1:{port}", "--no-scouting",
+                                "--quiet"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert "framebus ros2 publish" in pub.stdout.readline()
+            assert "framebus ros2 subscribe" in sub.stdout.readline()
+            deadline = time.monotonic() + BOUND
+            i = 0
+            while not os.path.exists(f"/dev/shm/framebus.{dst}"):  # repeated until the subscription is known
+                assert time.monotonic() < deadline, "no image arrived"
+                src.write(frame(shape, i))
+                time.sleep(0.05)
+            with framebus.open(dst, mode="lossless") as out:
+                src.write(frame(shape, 99))
+                p = out.read_new_publication(timeout=BOUND)
+                while not np.array_equal(p.payload, frame(shape, 99)):
+                    p = out.read_new_publication(timeout=BOUND)
+                assert json.loads(p.meta) == {"frame_id": "cam", "encoding": "rgb8"}
+            for p in (sub, pub):
+                p.send_signal(signal.SIGTERM)
+                out_text, _ = p.communicate(timeout=BOUND)
+                assert p.returncode == 143 and "stopped:" in out_text, (p.args, out_text)
+        finally:
+            for p in (sub, pub):
+                p.kill()
+                p.wait(BOUND)
+                p.stdout.close()
+    assert not os.path.exists(f"/dev/shm/framebus.{dst}")
