@@ -385,3 +385,21 @@ def test_cli_publish_and_subscribe(names):
                 p.wait(BOUND)
         assert not os.path.exists(f"/dev/shm/framebus.{dst_name}")
         src.unlink()
+
+
+def test_compression(names, bridges):
+    pytest.importorskip("zstandard")
+    shape = (64, 64, 3)
+    src_name, dst_name = names("src"), names("dst")
+    link = Link()
+    with framebus.create(src_name, shape=shape, dtype=np.uint8, auto_unlink=True) as src:
+        pub = net.publish(src_name, link.key, mode="lossless", compress="zstd", **link.pub)
+        bridges(pub)
+        sub = net.subscribe(link.key, dst_name, timeout=BOUND, **link.sub)
+        bridges(sub)
+        with framebus.open(dst_name, mode="lossless") as dst:
+            for i in range(3):
+                write(src, i, shape)
+                check(dst.read_new_publication(timeout=BOUND), i, shape)
+        sub.stop()
+        pub.stop()

@@ -9,7 +9,7 @@ message's pixel bytes (no copy). tests/test_ros2.py checks both against rosbags'
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Tuple
+from typing import Any, NamedTuple, Tuple
 
 import numpy as np
 
@@ -102,7 +102,8 @@ def pack_image(frame: np.ndarray, stamp_ns: int, frame_id: str, encoding: str) -
     big = frame.dtype.byteorder == ">"
     step = frame.strides[0] if frame.flags.c_contiguous else width * frame.itemsize * (1 if frame.ndim == 2 else frame.shape[2])
     prefix = image_prefix(stamp_ns, frame_id, height, width, encoding, step, frame.nbytes, big)
-    return b"".join((prefix, memoryview(np.ascontiguousarray(frame)).cast("B")))
+    pixels: Any = np.ascontiguousarray(frame)
+    return b"".join((prefix, memoryview(pixels).cast("B")))
 
 
 class Image(NamedTuple):

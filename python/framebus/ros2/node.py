@@ -116,7 +116,7 @@ class ImagePublisher(_RosEnd):
     def _setup(self) -> None:
         src = self._src = _stream.open(self.stream_name, mode="latest", device="cpu")
         if not src.variable:
-            self._encoding = I.encoding_of(tuple(src.shape), src.dtype, bgr=self.bgr)  # bad shapes fail here
+            self._encoding = I.encoding_of(tuple(src.shape or ()), np.dtype(src.dtype), bgr=self.bgr)  # bad shapes fail here
         src.set_role("bridge out", f"-> ros2 {self.topic}")
         import zenoh
 
@@ -229,9 +229,13 @@ class ImageSubscriber(_RosEnd):
                 self.publishers.add(gid)
             except ValueError:
                 seq = None
-        self._ensure(img.data)
+        self._ensure(img.data.astype(img.data.dtype.newbyteorder("="), copy=False) if img.data.dtype.byteorder == ">" else img.data)
         meta = json.dumps({"frame_id": img.frame_id, "encoding": img.encoding}).encode()[: self._dst.meta_capacity]
-        arr = img.data if img.data.flags.c_contiguous else np.ascontiguousarray(img.data)
+        arr = img.data
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("="))  # big-endian pixels: swapped (a copy)
+        elif not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)  # padded rows
         while not self._stop.is_set():
             try:
                 self._dst.write(arr, frame_id=seq, meta=meta, timestamp_ns=img.stamp_ns or None, timeout=TICK_S)
