@@ -353,3 +353,49 @@ def test_cli_ros2_publish_and_subscribe(name):
                 p.wait(BOUND)
                 p.stdout.close()
     assert not os.path.exists(f"/dev/shm/framebus.{dst}")
+
+
+def _png(arr):
+    """A PNG of ``arr`` (H, W, 3) uint8 RGB or (H, W) uint8, encoded by FFmpeg."""
+    from framebus.ffmpeg import find_ffmpeg
+
+    pix = "rgb24" if arr.ndim == 3 else "gray"
+    cmd = [find_ffmpeg(), "-v", "error", "-f", "rawvideo", "-pix_fmt", pix, "-s", f"{arr.shape[1]}x{arr.shape[0]}", "-i", "pipe:0",
+           "-frames:v", "1", "-f", "image2pipe", "-vcodec", "png", "pipe:1"]
+    return subprocess.run(cmd, input=arr.tobytes(), stdout=subprocess.PIPE, check=True).stdout
+
+
+@pytest.mark.parametrize("shape,fmt", [((24, 32, 3), "rgb8; png compressed rgb8"), ((24, 32), "mono8; png compressed mono8")])
+def test_a_compressed_image_is_decoded_into_a_stream(name, shape, fmt):
+    pytest.importorskip("imageio_ffmpeg")
+    port = free_port()
+    dst = name + "-dst"
+    arr = frame(shape, 5)
+    C, Hdr, T = TS.types["sensor_msgs/msg/CompressedImage"], TS.types["std_msgs/msg/Header"], TS.types["builtin_interfaces/msg/Time"]
+    msg = C(header=Hdr(stamp=T(sec=12, nanosec=34), frame_id="cam"), format=fmt, data=np.frombuffer(_png(arr), np.uint8))
+    data = bytes(TS.serialize_cdr(msg, "sensor_msgs/msg/CompressedImage"))
+    key = rmw.topic_key(0, "/cam/compressed", "sensor_msgs/msg/CompressedImage", rmw.type_hash("sensor_msgs/msg/CompressedImage"))
+    sub = ros2.subscribe("/cam/compressed", dst, listen=[f"tcp/127.0.0.1:{port}"], scouting=False)
+    cfg = zenoh.Config()
+    cfg.insert_json5("scouting/multicast/enabled", "false")
+    cfg.insert_json5("connect/endpoints", json.dumps([f"tcp/127.0.0.1:{port}"]))
+    s = zenoh.open(cfg)
+    try:
+        pub = s.declare_publisher(key)
+        deadline = time.monotonic() + BOUND
+        while not pub.matching_status.matching:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        pub.put(data, attachment=rmw.pack_attachment(1, 0, bytes(16)))
+        while sub.stats.frames < 1:
+            assert time.monotonic() < deadline and sub.error is None, sub.error
+            time.sleep(0.01)
+        with framebus.open(dst) as out:
+            p = out.read_publication()
+            assert np.array_equal(p.payload, arr) and p.timestamp_ns == 12_000_000_034
+            assert json.loads(p.meta) == {"frame_id": "cam", "encoding": "rgb8" if len(shape) == 3 else "mono8"}
+        pub.undeclare()
+    finally:
+        s.close()
+        sub.stop()
+    assert not os.path.exists(f"/dev/shm/framebus.{dst}")

@@ -76,13 +76,14 @@ def subscribe(
     capacity: Optional[int] = None, keep: bool = False, node: Optional[str] = None, namespace: str = "", depth: int = 10,
     status: bool = True,
 ) -> ImageSubscriber:
-    """Subscribes to the ROS 2 ``sensor_msgs/msg/Image`` topic ``topic`` and writes its images
-    into the local stream ``stream_name``, created from the first image (shape (H, W) or
+    """Subscribes to the ROS 2 ``sensor_msgs/msg/Image`` topic ``topic`` (or a
+    ``sensor_msgs/msg/CompressedImage`` one, JPEG/PNG decoded by FFmpeg into RGB or mono
+    frames) and writes its images into the local stream ``stream_name``, created from the first image (shape (H, W) or
     (H, W, C) and dtype from its encoding; ``slots`` slots) or, with ``capacity`` (bytes), as a
     variable-shape stream that takes images of any size up to it. Returns the running
     :class:`ImageSubscriber`.
 
-    Each image is copied once, from the received message into its slot; its header stamp
+    Each raw image is copied once, from the received message into its slot; its header stamp
     becomes the frame's ``timestamp_ns``, the publisher's sequence number its ``frame_id``, and
     ``{"frame_id": ..., "encoding": ...}`` (JSON) its metadata. When images arrive faster than
     the local stream takes them, the newest wins (``stats.dropped`` counts the rest, and gaps in

@@ -23,6 +23,7 @@ from . import image as I
 from . import rmw
 
 IMAGE = "sensor_msgs/msg/Image"
+COMPRESSED = "sensor_msgs/msg/CompressedImage"
 
 #: A link that reaches a local rmw_zenoh router, as ROS 2 nodes do by default.
 ROUTER = "tcp/localhost:7447"
@@ -185,13 +186,15 @@ class ImageSubscriber(_RosEnd):
         self._dst: Any = None
         self._owned = False
         self.publishers: set = set()
+        #: Messages of another type on the topic's name, ignored.
+        self.bad_messages = 0
         self._last_ros_seq: dict = {}
         super().__init__(stream, topic, domain, link, node, namespace, depth, rmw.RELIABLE, status)
 
     def _setup(self) -> None:
         self._zsession = self.link.open()
-        # Any type hash: rmw_zenoh's own, or TypeHashNotSupported from an older distribution.
-        wildcard = self.key.rsplit("/", 1)[0] + "/*"
+        # Image or CompressedImage, any type hash (the two last chunks of the key).
+        wildcard = self.key.rsplit("/", 2)[0] + "/*/*"
         self._sub = self._zsession.declare_subscriber(wildcard, self._inbox.put)
         self._declare_tokens()
         self.state = "waiting for the topic's first image"
@@ -217,7 +220,16 @@ class ImageSubscriber(_RosEnd):
 
     def _accept(self, sample: Any) -> None:
         data = sample.payload.to_bytes()
-        img = I.unpack_image(data)
+        dds_type = str(sample.key_expr).rsplit("/", 2)[1]
+        if dds_type == rmw.dds_type_name(COMPRESSED):
+            from .compressed import decode
+
+            img: Any = decode(data)
+        elif dds_type == rmw.dds_type_name(IMAGE):
+            img = I.unpack_image(data)
+        else:
+            self.bad_messages += 1  # another type on this topic name: not ours to read
+            return
         seq = None
         if sample.attachment is not None:
             try:
