@@ -7,7 +7,7 @@ rates, not for hundreds of images per second.
 from __future__ import annotations
 
 import subprocess
-from typing import Any, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -32,7 +32,7 @@ def unpack_compressed(data: bytes) -> Any:
 
 def _netpbm(out: bytes) -> np.ndarray:
     """The pixels of one binary PPM (P6) or PGM (P5) image."""
-    fields = []
+    fields: List[bytes] = []
     pos = 0
     while len(fields) < 4:
         while pos < len(out) and out[pos:pos + 1].isspace():
@@ -63,7 +63,8 @@ def decode(data: bytes, ffmpeg: Optional[str] = None) -> Decoded:
     deep = "16" in fmt.split(";")[0]
     pix, codec = ("gray16be" if deep else "gray", "pgm") if mono else ("rgb24", "ppm")
     cmd = [find_ffmpeg(ffmpeg), "-v", "error", "-i", "pipe:0", "-frames:v", "1", "-f", "image2pipe", "-vcodec", codec, "-pix_fmt", pix, "pipe:1"]
-    proc = subprocess.run(cmd, input=memoryview(np.ascontiguousarray(msg.data)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    payload: Any = np.ascontiguousarray(msg.data)
+    proc = subprocess.run(cmd, input=memoryview(payload), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0 or not proc.stdout:
         raise InvalidArgumentError(f"FFmpeg could not decode a CompressedImage of format {msg.format!r}: {proc.stderr.decode(errors='replace').strip()[-300:]}")
     arr = _netpbm(proc.stdout)
