@@ -403,3 +403,22 @@ def test_compression(names, bridges):
                 check(dst.read_new_publication(timeout=BOUND), i, shape)
         sub.stop()
         pub.stop()
+
+
+def test_w5_bridge_benchmark_zenoh_rows_run(tmp_path):
+    """The engines' benchmark (tiny frames, a fraction of a second): it runs and reports all systems."""
+    bench = os.path.join(os.path.dirname(__file__), "..", "benches", "w5_bridge.py")
+    out = tmp_path / "w5z.json"
+    proc = subprocess.run(
+        [sys.executable, bench, "--zenoh", "--shape", "16x16x3", "--seconds", "0.3", "--trials", "1", "--fps", "50", "--json", str(out)],
+        capture_output=True, text=True, timeout=BOUND * 4,
+    )
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    runs = json.loads(out.read_text())["runs"]
+    assert {r["system"] for r in runs} == {"framebus lossless", "framebus zenoh lossless", "zenoh-python"}
+    assert {r["load"] for r in runs} == {"full speed", "paced 50/s"}
+    assert all(r["received"] > 0 for r in runs)
+    assert all(r["lost"] == 0 for r in runs if r["system"] != "zenoh-python")
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith("framebus.w5net-")]
