@@ -201,6 +201,12 @@ def test_a_zenoh_peer_receives_the_published_topic(name):
                     assert got["hw"] == [48, 64, 64 * 3]
                     import hashlib
                     assert got["sha"] == hashlib.sha256(frame(shape, i).tobytes()).hexdigest()
+                from framebus._bridge import status
+
+                deadline = time.monotonic() + BOUND  # the record is refreshed about twice a second
+                while not status.by_stream()[name][0].startswith("-> ros2:/camera/image_raw (running, 1 sub"):
+                    assert time.monotonic() < deadline, status.by_stream()[name]
+                    time.sleep(0.05)
                 proc.stdin.write("\n")
                 proc.stdin.flush()
                 assert proc.wait(BOUND) == 0

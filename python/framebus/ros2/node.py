@@ -93,7 +93,7 @@ class _RosEnd(Bridge):
 class ImagePublisher(_RosEnd):
     """Publishes a local stream as a ROS 2 Image topic; see ``framebus.ros2.publish``."""
 
-    role = "ros2 publish"
+    role = "publish"  # as the bridges' (framebus ls shows "-> ros2:/topic")
     kind = "MP"
 
     def __init__(self, stream: str, topic: str, *, frame_id: str = "", domain: int = 0, bgr: bool = False, link: Optional[ZenohLink] = None,
@@ -113,6 +113,9 @@ class ImagePublisher(_RosEnd):
         """Whether some Zenoh subscriber (a ROS 2 subscription) matches the topic now."""
         pub = self._pub
         return pub is not None and bool(pub.matching_status.matching)
+
+    def _peer_count(self) -> int:
+        return int(self.matched)
 
     def _setup(self) -> None:
         src = self._src = _stream.open(self.stream_name, mode="latest", device="cpu")
@@ -170,7 +173,7 @@ class ImagePublisher(_RosEnd):
 class ImageSubscriber(_RosEnd):
     """Writes a ROS 2 Image topic into a local stream; see ``framebus.ros2.subscribe``."""
 
-    role = "ros2 subscribe"
+    role = "subscribe"
     kind = "MS"
 
     def __init__(self, topic: str, stream: str, *, domain: int = 0, link: Optional[ZenohLink] = None, slots: int = 4,
@@ -190,6 +193,9 @@ class ImageSubscriber(_RosEnd):
         self.bad_messages = 0
         self._last_ros_seq: dict = {}
         super().__init__(stream, topic, domain, link, node, namespace, depth, rmw.RELIABLE, status)
+
+    def _peer_count(self) -> int:
+        return len(self.publishers)
 
     def _setup(self) -> None:
         self._zsession = self.link.open()
