@@ -422,3 +422,54 @@ def test_w5_bridge_benchmark_zenoh_rows_run(tmp_path):
     assert all(r["received"] > 0 for r in runs)
     assert all(r["lost"] == 0 for r in runs if r["system"] != "zenoh-python")
     assert not [n for n in os.listdir("/dev/shm") if n.startswith("framebus.w5net-")]
+
+
+def test_latest_slow_subscriber_keeps_the_newest(names, bridges):
+    shape = (64, 64, 3)
+    n = 120
+    src_name, dst_name = names("src"), names("dst")
+    link = Link()
+    with framebus.create(src_name, shape=shape, dtype=np.uint8, slots=4) as src:
+        pub = net.publish(src_name, link.key, mode="latest", hwm=1, **link.pub)
+        bridges(pub)
+        sub = net.subscribe(link.key, dst_name, timeout=BOUND, **link.sub)
+        bridges(sub)
+        with framebus.open(dst_name, mode="lossless") as dst:
+            for i in range(n):
+                write(src, i, shape, timeout=BOUND)  # the writer never waits for the remote end
+            got = [dst.read_new_publication(timeout=BOUND)]
+            while got[-1].frame_id != n - 1 and len(got) < n:
+                got.append(dst.read_new_publication(timeout=BOUND))
+            check(got[-1], n - 1, shape)
+            ids = [p.frame_id for p in got]
+            assert ids == sorted(ids) and len(got) < n
+        assert pub.stats.dropped > 0
+        sub.stop()
+        pub.stop()
+        src.unlink()
+
+
+def test_two_subscribers_on_one_publisher(names, bridges):
+    shape = (48, 64, 3)
+    src_name, a_name, b_name = names("src"), names("a"), names("b")
+    link = Link()
+    with framebus.create(src_name, shape=shape, dtype=np.uint8) as src:
+        pub = net.publish(src_name, link.key, mode="lossless", **link.pub)
+        bridges(pub)
+        subs = [net.subscribe(link.key, nm, timeout=BOUND, **link.sub) for nm in (a_name, b_name)]
+        for s in subs:
+            bridges(s)
+        wait_until(lambda: pub.stats.peers == 2, "both subscribers")
+        readers = [framebus.open(nm, mode="lossless") for nm in (a_name, b_name)]
+        t = threading.Thread(target=lambda: [write(src, i, shape) for i in range(10)])
+        t.start()
+        for i in range(10):
+            for r in readers:
+                check(r.read_new_publication(timeout=BOUND), i, shape)
+        for r in readers:
+            r.close()
+        t.join(BOUND)
+        for s in subs:
+            s.stop()
+        pub.stop()
+        src.unlink()
