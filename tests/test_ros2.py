@@ -405,3 +405,37 @@ def test_a_compressed_image_is_decoded_into_a_stream(name, shape, fmt):
         s.close()
         sub.stop()
     assert not os.path.exists(f"/dev/shm/framebus.{dst}")
+
+
+def test_the_publisher_waits_out_an_ended_stream(name):
+    """An ended source is waited on (state "source ended"), and a frame written after it is published."""
+    import queue
+
+    port = free_port()
+    shape = (4, 6)
+    with framebus.create(name, shape=shape, dtype=np.uint8, auto_unlink=True) as src:
+        pub = ros2.publish(name, "/ended", listen=[f"tcp/127.0.0.1:{port}"], scouting=False)
+        cfg = zenoh.Config()
+        cfg.insert_json5("scouting/multicast/enabled", "false")
+        cfg.insert_json5("connect/endpoints", json.dumps([f"tcp/127.0.0.1:{port}"]))
+        s = zenoh.open(cfg)
+        got = queue.Queue()
+        try:
+            zsub = s.declare_subscriber(pub.key, lambda sample: got.put(sample.payload.to_bytes()))
+            deadline = time.monotonic() + BOUND
+            while not pub.matched:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            src.write(frame(shape, 1))
+            assert np.array_equal(I.unpack_image(got.get(timeout=BOUND)).data, frame(shape, 1))
+            src.end()
+            while pub.stats.state != "source ended":
+                assert time.monotonic() < deadline and pub.running
+                time.sleep(0.01)
+            src.write(frame(shape, 2))
+            assert np.array_equal(I.unpack_image(got.get(timeout=BOUND)).data, frame(shape, 2))
+            assert pub.stats.state == "running" and pub.stats.frames == 2
+            zsub.undeclare()
+        finally:
+            s.close()
+            pub.stop()

@@ -141,7 +141,11 @@ class ImagePublisher(_RosEnd):
                 self._tick(now)
             try:
                 frame = src.wait_view(timeout=SLICE_S)
-            except (TimeoutError, StreamEndedError):
+            except TimeoutError:
+                continue
+            except StreamEndedError:  # the writer ended the stream: wait for it to write again
+                self.state = "source ended"
+                self._stop.wait(SLICE_S)
                 continue
             try:
                 arr = frame.array
@@ -156,6 +160,7 @@ class ImagePublisher(_RosEnd):
             if self.last_seq and seq > self.last_seq + 1:
                 self.dropped += seq - self.last_seq - 1
             self.last_seq = seq
+            self.state = "running"
             self.frames += 1
             self.bytes += nbytes
             self.wire_bytes += len(msg)
