@@ -140,12 +140,13 @@ def run(args: argparse.Namespace) -> int:
                     return stopped_status()
                 if failed:
                     return 1
-                print(
-                    f"framebus bridge {args.action}: no framebus publisher answered at {args.endpoint} within {args.timeout:g} s: "
+                hint = (
+                    "check the key, that `framebus bridge publish ... --engine zenoh` runs, and that the two Zenoh sessions reach "
+                    "each other (--listen/--connect, scouting, router)" if args.engine == "zenoh" else
                     "check the address and port, that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both "
-                    "sides use matching keys",
-                    file=sys.stderr,
+                    "sides use matching keys"
                 )
+                print(f"framebus bridge {args.action}: no framebus publisher answered at {args.endpoint} within {args.timeout:g} s: {hint}", file=sys.stderr)
                 return 1
     except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:
         from ..cli import error_text
