@@ -177,7 +177,7 @@ class _PublisherSocket(_Inbox):
         super().__init__()
         self._zsession = session
         self._key = key
-        self._downs: Dict[bytes, Tuple[Any, float]] = {}
+        self._downs: Dict[bytes, List[Any]] = {}
         self._up = session.declare_subscriber(f"{key}/up", self._on_sample)
 
     def _on_sample(self, sample: Any) -> None:
@@ -185,27 +185,29 @@ class _PublisherSocket(_Inbox):
 
     def recv_multipart(self, flags: int = 0, copy: bool = True) -> List[bytes]:
         identity, payload = self.pop()
+        down = self._downs.get(identity)
+        if down is not None and not down[1] and not down[0].matching_status.matching:
+            down[1] = time.monotonic() + MATCH_GRACE_S  # back again: give its subscription time to show
         return [identity, payload.to_bytes()]
 
     def send_multipart(self, parts: Sequence[Any], flags: int = 0, copy: bool = True) -> None:
         identity, *body = parts
         down = self._downs.get(identity)
-        now = time.monotonic()
         if down is None:
             pub = self._zsession.declare_publisher(
                 f"{self._key}/down/{identity.hex()}", congestion_control=zenoh.CongestionControl.BLOCK,
                 reliability=zenoh.Reliability.RELIABLE, express=True,
             )
-            down = self._downs[identity] = (pub, now)
-        pub, since = down
-        if not pub.matching_status.matching:
-            # A new subscriber's subscription may still be on its way: wait for it a little.
-            deadline = since + MATCH_GRACE_S
-            while not pub.matching_status.matching:
-                if time.monotonic() >= deadline:
-                    raise zmq.ZMQError(zmq.EHOSTUNREACH)
-                time.sleep(0.002)
-        self._downs[identity] = (pub, now)
+            # [publisher, until when to wait for a new subscriber's subscription to show]
+            down = self._downs[identity] = [pub, time.monotonic() + MATCH_GRACE_S]
+        pub = down[0]
+        while not pub.matching_status.matching:
+            # Only a subscriber never seen yet is waited for (its subscription and its HELLO
+            # may travel apart); one that was there and is not any more is unreachable now.
+            if time.monotonic() >= down[1]:
+                raise zmq.ZMQError(zmq.EHOSTUNREACH)
+            time.sleep(0.002)
+        down[1] = 0.0
         if len(body) == 2:
             pub.put(_wire(body[1]), attachment=_wire(body[0]))
         else:
