@@ -439,3 +439,31 @@ def test_the_publisher_waits_out_an_ended_stream(name):
         finally:
             s.close()
             pub.stop()
+
+
+def test_a_variable_shape_stream_is_published_frame_by_frame(name):
+    """Each frame of a variable-shape stream becomes an Image of its own size and encoding."""
+    import queue
+
+    port = free_port()
+    with framebus.create(name, capacity=1 << 16, slots=4, auto_unlink=True) as src:
+        pub = ros2.publish(name, "/var", listen=[f"tcp/127.0.0.1:{port}"], scouting=False)
+        cfg = zenoh.Config()
+        cfg.insert_json5("scouting/multicast/enabled", "false")
+        cfg.insert_json5("connect/endpoints", json.dumps([f"tcp/127.0.0.1:{port}"]))
+        s = zenoh.open(cfg)
+        got = queue.Queue()
+        try:
+            zsub = s.declare_subscriber(pub.key, lambda sample: got.put(sample.payload.to_bytes()))
+            deadline = time.monotonic() + BOUND
+            while not pub.matched:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            for arr, enc in [(frame((4, 6, 3), 1), "rgb8"), (frame((10, 3), 2, np.uint16), "mono16")]:
+                src.write(arr)
+                img = I.unpack_image(got.get(timeout=BOUND))
+                assert img.encoding == enc and np.array_equal(img.data, arr)
+            zsub.undeclare()
+        finally:
+            s.close()
+            pub.stop()
