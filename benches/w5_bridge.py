@@ -3,6 +3,14 @@ framebus bridge (latest and lossless) vs plain pyzmq PUB/SUB with copy=False, in
 run. Not a test: it prints a table (and writes JSON with --json).
 
     python benches/w5_bridge.py [--seconds 3] [--trials 2] [--fps 30,120,240,360] [--json FILE]
+    python benches/w5_bridge.py --zenoh [--fps 0]    # the bridge's engines and raw zenoh-python
+
+With --zenoh the systems are the bridge in lossless mode over its two engines, ZeroMQ
+("framebus lossless") and Eclipse Zenoh ("framebus zenoh lossless"), and raw zenoh-python
+("zenoh-python": the sender fills a frame buffer, puts its bytes with Zenoh's default publisher
+options, with the header as attachment; the receiver takes each sample off a callback
+subscriber's queue as bytes and views it as an ndarray), all on loopback TCP, peer to peer,
+scouting off.
 
 What each system does per frame, so the comparison is like for like:
 - pyzmq: the sender fills a frame buffer (np.copyto from a template: what producing a frame
@@ -136,8 +144,76 @@ def zmq_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
     ctx.term()
 
 
+# -- raw zenoh-python ----------------------------------------------------------------------------
+def _zenoh_session(listen: str = "", connect: str = "") -> Any:
+    import zenoh
+
+    cfg = zenoh.Config()
+    cfg.insert_json5("scouting/multicast/enabled", "false")
+    if listen:
+        cfg.insert_json5("listen/endpoints", json.dumps([listen]))
+    if connect:
+        cfg.insert_json5("connect/endpoints", json.dumps([connect]))
+    return zenoh.open(cfg)
+
+
+def zenoh_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, out: Any) -> None:
+    import numpy as np
+
+    frames = _templates(shape)
+    session = _zenoh_session(listen=f"tcp/127.0.0.1:{port}")
+    pub = session.declare_publisher("w5/raw")
+    buf = np.empty(shape, np.uint8)
+    while not pub.matching_status.matching:
+        time.sleep(0.01)
+    out.put("ready")
+    go.wait()
+    start = time.perf_counter()
+    n = 0
+    while (now := time.perf_counter()) < start + WARMUP_S + seconds:
+        np.copyto(buf, frames[n % len(frames)])
+        pub.put(buf.tobytes(), attachment=HEADER.pack(n, time.time_ns(), now >= start + WARMUP_S))
+        n += 1
+        _pace(start, n, fps)
+    out.put(("sent", n))
+    time.sleep(0.3)
+    pub.undeclare()
+    session.close()
+
+
+def zenoh_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
+    import numpy as np
+
+    session = _zenoh_session(connect=f"tcp/127.0.0.1:{port}")
+    sub = session.declare_subscriber("w5/raw")
+    out.put("ready")
+    lat, times, seqs = [], [], []
+    while not stop.is_set():
+        sample = sub.try_recv()
+        if sample is None:
+            time.sleep(0.0005)
+            continue
+        seq, t_ns, measured = HEADER.unpack(sample.attachment.to_bytes())
+        arr = np.frombuffer(sample.payload.to_bytes(), np.uint8).reshape(shape)
+        _ = int(arr[0, 0, 0])
+        if measured:
+            lat.append((time.time_ns() - t_ns) / 1e6)
+            times.append(time.perf_counter())
+            seqs.append(seq)
+    out.put(("got", lat, times, seqs))
+    sub.undeclare()
+    session.close()
+
+
 # -- framebus bridge ------------------------------------------------------------------------------
-def fb_sender(shape: tuple, port: int, seconds: float, fps: float, mode: str, go: Any, out: Any) -> None:
+def _engine(engine: str, port: int, end: str) -> Any:
+    if engine != "zenoh":
+        return {}
+    where = {"listen": [f"tcp/127.0.0.1:{port}"]} if end == "publish" else {"connect": [f"tcp/127.0.0.1:{port}"]}
+    return dict(engine="zenoh", scouting=False, **where)
+
+
+def fb_sender(shape: tuple, port: int, seconds: float, fps: float, mode: str, go: Any, out: Any, engine: str = "zmq") -> None:
     import numpy as np
 
     import framebus
@@ -146,7 +222,8 @@ def fb_sender(shape: tuple, port: int, seconds: float, fps: float, mode: str, go
     frames = _templates(shape)
     name = f"w5net-src-{os.getpid()}"
     src = framebus.create(name, shape=shape, dtype=np.uint8, slots=HWM + 2)
-    pub = net.publish(name, f"tcp://127.0.0.1:{port}", mode=mode, hwm=HWM, status=False)
+    endpoint = "w5/bridge" if engine == "zenoh" else f"tcp://127.0.0.1:{port}"
+    pub = net.publish(name, endpoint, mode=mode, hwm=HWM, status=False, **_engine(engine, port, "publish"))
     out.put("ready")
     go.wait()
     start = time.perf_counter()
@@ -164,12 +241,13 @@ def fb_sender(shape: tuple, port: int, seconds: float, fps: float, mode: str, go
     src.unlink()
 
 
-def fb_receiver(shape: tuple, port: int, mode: str, stop: Any, out: Any) -> None:
+def fb_receiver(shape: tuple, port: int, mode: str, stop: Any, out: Any, engine: str = "zmq") -> None:
     import framebus
     import framebus.net as net
 
     name = f"w5net-dst-{os.getpid()}"
-    sub = net.subscribe(f"tcp://127.0.0.1:{port}", name, timeout=30, hwm=HWM, slots=HWM + 2, status=False)
+    endpoint = "w5/bridge" if engine == "zenoh" else f"tcp://127.0.0.1:{port}"
+    sub = net.subscribe(endpoint, name, timeout=30, hwm=HWM, slots=HWM + 2, status=False, **_engine(engine, port, "subscribe"))
     dst = framebus.open(name, mode=mode)
     out.put("ready")
     lat, times, seqs = [], [], []
@@ -195,14 +273,24 @@ def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE, load
     q_send, q_recv = ctx.Queue(), ctx.Queue()
     go, stop = ctx.Event(), ctx.Event()
     port = _free_port()
-    zmq_run = system.startswith("pyzmq")
-    if zmq_run:
+    zmq_run = system.startswith("pyzmq") or system == "zenoh-python"
+    if system == "zenoh-python":
+        sender = ctx.Process(target=zenoh_sender, args=(shape, port, seconds, fps, go, q_send))
+        receiver = ctx.Process(target=zenoh_receiver, args=(shape, port, stop, q_recv))
+    elif zmq_run:
         sender = ctx.Process(target=zmq_sender, args=(shape, port, seconds, fps, go, q_send))
         receiver = ctx.Process(target=zmq_receiver, args=(shape, port, stop, q_recv))
     else:
         mode = system.split()[-1]
-        sender = ctx.Process(target=fb_sender, args=(shape, port, seconds, fps, mode, go, q_send))
-        receiver = ctx.Process(target=fb_receiver, args=(shape, port, mode, stop, q_recv))
+        engine = "zenoh" if "zenoh" in system else "zmq"
+        sender = ctx.Process(target=fb_sender, args=(shape, port, seconds, fps, mode, go, q_send, engine))
+        receiver = ctx.Process(target=fb_receiver, args=(shape, port, mode, stop, q_recv, engine))
+    if system == "zenoh-python":  # the receiver connects to the sender's listener first
+        receiver.start()
+        sender.start()
+        assert q_recv.get(timeout=60) == "ready"
+        assert q_send.get(timeout=60) == "ready"
+        return _finish(system, seconds, fps, load, q_send, q_recv, go, stop, sender, receiver, zmq_run)
     sender.start()
     assert q_send.get(timeout=60) == "ready"
     if system == "pyzmq tuned":
@@ -216,6 +304,10 @@ def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE, load
     else:
         receiver.start()
     assert q_recv.get(timeout=60) == "ready"
+    return _finish(system, seconds, fps, load, q_send, q_recv, go, stop, sender, receiver, zmq_run)
+
+
+def _finish(system: str, seconds: float, fps: float, load: str, q_send: Any, q_recv: Any, go: Any, stop: Any, sender: Any, receiver: Any, zmq_run: bool) -> Dict[str, Any]:
     go.set()
     _, sent = q_send.get(timeout=seconds + 120)
     pub_dropped = q_send.get(timeout=30)[1] if not zmq_run else None
@@ -244,10 +336,13 @@ def main(argv: Any = None) -> int:
     ap.add_argument("--fps", default="30,120,240,360", help="comma-separated rates of the paced runs (0: none)")
     ap.add_argument("--json", help="write every run to this file")
     ap.add_argument("--shape", default="1080x1920x3", help="frame shape HxWxC, uint8 (default 1080x1920x3)")
+    ap.add_argument("--zenoh", action="store_true", help="compare the bridge's engines (lossless) with raw zenoh-python instead")
     args = ap.parse_args(argv)
     shape = tuple(int(d) for d in args.shape.split("x"))
     paced_systems = ["pyzmq", "framebus latest", "framebus lossless"]
     full_systems = ["pyzmq", "pyzmq tuned", "framebus latest", "framebus lossless"]
+    if args.zenoh:
+        paced_systems = full_systems = ["framebus lossless", "framebus zenoh lossless", "zenoh-python"]
     runs: List[Dict[str, Any]] = []
     rates = [0.0] + sorted({float(r) for r in str(args.fps).split(",") if float(r) > 0})
 
@@ -282,7 +377,8 @@ def _table(runs: List[Dict[str, Any]], args: Any) -> None:
     mb = 1e-6 * math.prod(int(d) for d in args.shape.split("x"))  # MB per frame
     loads = sorted({(r["fps_target"] if r["load"] != "pyzmq's rate" else 0.0, r["load"] == "pyzmq's rate", r["load"]) for r in runs})
     for _, matched, load in loads:
-        ref = [r for r in runs if r["system"] == "pyzmq" and r["load"] == ("full speed" if matched else load)]
+        ref_system = "framebus lossless" if args.zenoh else "pyzmq"
+        ref = [r for r in runs if r["system"] == ref_system and r["load"] == ("full speed" if matched else load)]
         base, base_p50 = med([r["fps"] for r in ref]), med([r["p50_ms"] for r in ref])
         for s in dict.fromkeys(r["system"] for r in runs if r["load"] == load):
             rs = [r for r in runs if r["system"] == s and r["load"] == load]
@@ -294,8 +390,9 @@ def _table(runs: List[Dict[str, Any]], args: Any) -> None:
                 f"{med([r['lost_pct'] for r in rs]):.1f}", f"{p50:.2f}", f"{med([r['p99_ms'] for r in rs]):.2f}",
                 f"{fps / base:.2f}" if base else "", f"{p50 / base_p50:.2f}" if base_p50 else "",
             ])
-    cols = ["system", "load", "frames/s", "MB/s", "lost %", "p50 ms", "p99 ms", "fps vs pyzmq", "p50 vs pyzmq"]
-    title = f"W5 bridge: {args.shape} uint8 over loopback TCP, median of {args.trials} interleaved trials, {args.seconds:g} s each ({os.cpu_count()} CPUs)"
+    vs = "ZeroMQ bridge" if args.zenoh else "pyzmq"
+    cols = ["system", "load", "frames/s", "MB/s", "lost %", "p50 ms", "p99 ms", f"fps vs {vs}", f"p50 vs {vs}"]
+    title = f"W5 bridge{' engines' if args.zenoh else ''}: {args.shape} uint8 over loopback TCP, median of {args.trials} interleaved trials, {args.seconds:g} s each ({os.cpu_count()} CPUs)"
     try:
         from rich.console import Console
         from rich.table import Table

@@ -76,7 +76,7 @@ def test_every_command_exits_130_after_ctrl_c_and_143_after_sigterm(command, sta
 
     monkeypatch.setattr(module, "run", interrupted)
     argv = {"record": ["record", "x", "out.mp4"], "play": ["play", "in.mp4", "x"], "hz": ["hz", "x"], "echo": ["echo", "x"],
-            "bridge": ["bridge", "publish", "x", "tcp://127.0.0.1:1"]}.get(command, [command])
+            "bridge": ["bridge", "publish", "x", "tcp://127.0.0.1:1"], "ros2": ["ros2", "publish", "x", "--topic", "/t"]}.get(command, [command])
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert cli.main(argv) == status
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before, "main restores the caller's handlers"

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 #: Subcommands, each a module in framebus.commands with ``HELP``, ``add_arguments(parser)`` and
 #: ``run(args) -> int``. Keep this list in the order ``framebus --help`` shows it.
-COMMANDS = ["demo", "ls", "top", "hz", "echo", "doctor", "gc", "bench", "record", "play", "bridge"]
+COMMANDS = ["demo", "ls", "top", "hz", "echo", "doctor", "gc", "bench", "record", "play", "bridge", "ros2"]
 
 
 EXIT_STATUS = """exit status (every command):

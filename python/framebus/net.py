@@ -32,6 +32,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("framebus.net needs pyzmq: pip install 'framebus[net]'") from _exc
 
+from .errors import InvalidArgumentError
 from ._bridge.base import Bridge, BridgeStats
 from ._bridge.options import LinkOptions, PublishOptions, SubscribeOptions
 from ._bridge.errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError, ProtocolError, SpecMismatchError
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 
-def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] = None, **fields: Any) -> Publisher:
+def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] = None, *, engine: str = "zmq", **fields: Any) -> Publisher:
     """Starts publishing the local stream ``stream_name`` on ``endpoint`` (bound here:
     ``"tcp://*:5555"``, ``"tcp://127.0.0.1:*"`` for any free port, ``"ipc:///run/cam.sock"``) and
     returns the running :class:`Publisher` (``.endpoint`` is the address actually bound).
@@ -90,13 +91,26 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     EndpointError (ValueError) for a malformed endpoint, EndpointInUseError (OSError) if it is
     taken, ValueError/TypeError for bad arguments, ImportError if ``compress`` needs a missing
     package. Errors after start-up stop the bridge and are raised by ``join()``/``stop()``.
+
+    ``engine="zenoh"`` (needs ``framebus[zenoh]``) carries the same protocol over Eclipse Zenoh:
+    ``endpoint`` is then a Zenoh key such as ``"framebus/camera"``, and the keywords
+    ``listen``/``connect`` (Zenoh endpoints such as ``"tcp/0.0.0.0:7447"``), ``scouting``
+    (multicast on/off), ``zenoh_mode`` (``"peer"``/``"client"``) and ``zenoh_config`` (a Zenoh
+    configuration file) say how to join the Zenoh network (see docs/zenoh.md).
     """
+    if _engine(engine) == "zenoh":
+        from ._bridge.zenoh_engine import ZenohLink, ZenohPublisher
+
+        link = ZenohLink.take(fields)
+        zpub = ZenohPublisher(stream_name, endpoint, _options(PublishOptions, options, fields), link)
+        zpub._start()
+        return zpub
     pub = Publisher(stream_name, endpoint, _options(PublishOptions, options, fields))
     pub._start()
     return pub
 
 
-def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions] = None, **fields: Any) -> Subscriber:
+def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions] = None, *, engine: str = "zmq", **fields: Any) -> Subscriber:
     """Connects to the publisher at ``endpoint`` and starts writing its frames into the local
     stream ``local_name``; returns the running :class:`Subscriber`. The options are the fields
     of :class:`SubscribeOptions` (keywords, an options object, or both, as for ``publish``).
@@ -130,10 +144,26 @@ def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions
     of another spec owned by another process, ProtocolError for a peer that is not a framebus
     bridge of this protocol version. Later errors stop the bridge and are raised by
     ``join()``/``stop()``.
+
+    ``engine="zenoh"``: ``endpoint`` is the publisher's Zenoh key; the Zenoh keywords are those
+    of ``publish``.
     """
+    if _engine(engine) == "zenoh":
+        from ._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
+
+        link = ZenohLink.take(fields)
+        zsub = ZenohSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields), link)
+        zsub._start()
+        return zsub
     sub = Subscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
     sub._start()
     return sub
+
+
+def _engine(engine: Any) -> str:
+    if engine not in ("zmq", "zenoh"):
+        raise InvalidArgumentError(f"engine must be 'zmq' (default) or 'zenoh', got {engine!r}")
+    return str(engine)
 
 
 def _options(kind: Any, options: Any, fields: Any) -> Any:

@@ -97,7 +97,7 @@ class Publisher(Bridge):
         self.heartbeat_ivl = options.heartbeat_ivl
         self.peer_timeout = options.peer_timeout
         self.compress = codec.parse(options.compress)
-        super().__init__(stream_name, check_endpoint(endpoint, bind=True), options.mode, options.status)
+        super().__init__(stream_name, self._check_endpoint(endpoint), options.mode, options.status)
         self._curve = (options.curve_certificate, options.curve_location)
         self._ctx: Any = None  # zmq.Context once set up
         self._sock: Any = None  # zmq.Socket once set up
@@ -119,6 +119,10 @@ class Publisher(Bridge):
         #: source sequence of the last frame before that end.
         self.source_ended = False
         self._end_seq = 0
+
+    def _check_endpoint(self, endpoint: Any) -> str:
+        """``endpoint`` if this end can bind it (another engine checks its own form)."""
+        return check_endpoint(endpoint, bind=True)
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:

@@ -60,7 +60,7 @@ class Subscriber(Bridge):
         self.tune_malloc = bool(options.tune_malloc)
         #: Whether glibc keeps ZeroMQ's receive buffers for this stream's frames in the heap.
         self.heap_reserved = False
-        super().__init__(local_name, check_endpoint(endpoint, bind=False), options.mode, options.status)
+        super().__init__(local_name, self._check_endpoint(endpoint), options.mode, options.status)
         self.requested_mode = options.mode
         self._curve = (options.curve_certificate, options.curve_server_certificate)
         self._ctx: Any = None  # zmq.Context once set up
@@ -84,6 +84,10 @@ class Subscriber(Bridge):
         self._session = secrets.token_hex(8)
         #: Whether the publisher said its source was ended (and no frame came since).
         self.source_ended = False
+
+    def _check_endpoint(self, endpoint: Any) -> str:
+        """``endpoint`` if this end can connect to it (another engine checks its own form)."""
+        return check_endpoint(endpoint, bind=False)
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:

@@ -13,12 +13,14 @@ from ._args import int_range, positive_float, positive_int, stream_name
 from ._signals import stop_on_signals, stopped_status
 from ._wait import add_wait_argument
 
-HELP = "bridge streams across machines over ZeroMQ: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
+HELP = "bridge streams across machines over ZeroMQ or Zenoh: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
 
 _EXAMPLES = """examples:
   framebus bridge publish camera tcp://*:5555
   framebus bridge subscribe tcp://camera-box:5555 camera
   framebus bridge keys ./keys --name server     # CURVE key pair: server.key + server.key_secret
+  framebus bridge publish camera framebus/camera --engine zenoh --listen tcp/0.0.0.0:7447
+  framebus bridge subscribe framebus/camera camera --engine zenoh --connect tcp/camera-box:7447
 
 Plain TCP is neither encrypted nor authenticated: use it only on a trusted network, or use CURVE
 (--curve-certificate / --curve-location / --curve-server-certificate)."""
@@ -70,6 +72,27 @@ def _common(p: argparse.ArgumentParser, end: str) -> None:
     p.add_argument("--heartbeat-ivl", type=positive_float, default=_default(end, "heartbeat_ivl"), help="seconds between heartbeats on an idle link (default %(default)s)")
     p.add_argument("--peer-timeout", type=positive_float, default=_default(end, "peer_timeout"), help="seconds of silence after which the other end counts as gone (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="print only state changes, no live table")
+    add_engine_arguments(p)
+
+
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """--engine and the Zenoh options (docs/zenoh.md)."""
+    g = p.add_argument_group("engine", "zmq (default): ENDPOINT is tcp://... or ipc://...; zenoh: ENDPOINT is a Zenoh key such as framebus/camera")
+    g.add_argument("--engine", choices=["zmq", "zenoh"], default="zmq", help="transport (default: zmq; zenoh needs framebus[zenoh])")
+    g.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="zenoh: listen on this Zenoh endpoint, e.g. tcp/0.0.0.0:7447 (repeatable)")
+    g.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="zenoh: connect to a peer or router, e.g. tcp/HOST:7447 (repeatable)")
+    g.add_argument("--no-scouting", dest="scouting", action="store_false", default=None, help="zenoh: turn multicast scouting off")
+    g.add_argument("--zenoh-config", metavar="FILE", help="zenoh: a Zenoh configuration file (JSON5), used as it is")
+    g.add_argument("--zenoh-mode", choices=["peer", "client"], default=None, help="zenoh: session mode (default: the configuration's, peer)")
+
+
+def engine_fields(args: argparse.Namespace) -> dict:
+    """The keywords of framebus.net.publish/subscribe for the chosen engine."""
+    if args.engine != "zenoh":
+        if args.listen or args.connect or args.zenoh_config or args.scouting is not None or args.zenoh_mode:
+            raise ValueError("--listen, --connect, --no-scouting, --zenoh-config and --zenoh-mode need --engine zenoh")
+        return {}
+    return dict(engine="zenoh", listen=args.listen, connect=args.connect, scouting=args.scouting, zenoh_config=args.zenoh_config, zenoh_mode=args.zenoh_mode)
 
 
 #: What to do when pyzmq is missing.
@@ -100,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             bridge: Any = net.publish(args.name, args.endpoint, net.PublishOptions(
                 mode=args.mode, compress=args.compress, curve_certificate=args.curve_certificate,
                 curve_location=args.curve_location, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout,
-            ))
+            ), **engine_fields(args))
         else:
             stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
             # timeout=None: connect in the background; this thread waits for the publisher's
@@ -109,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 mode=args.mode, slots=args.slots, timeout=None, keep=args.keep, curve_certificate=args.curve_certificate,
                 curve_server_certificate=args.curve_server_certificate, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl,
                 peer_timeout=args.peer_timeout,
-            ))
+            ), **engine_fields(args))
             if not _connected(bridge, args.timeout, stop):
                 failed = _stop(bridge, args.action)
                 if stop.is_set():
@@ -117,12 +140,13 @@ def run(args: argparse.Namespace) -> int:
                     return stopped_status()
                 if failed:
                     return 1
-                print(
-                    f"framebus bridge {args.action}: no framebus publisher answered at {args.endpoint} within {args.timeout:g} s: "
+                hint = (
+                    "check the key, that `framebus bridge publish ... --engine zenoh` runs, and that the two Zenoh sessions reach "
+                    "each other (--listen/--connect, scouting, router)" if args.engine == "zenoh" else
                     "check the address and port, that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both "
-                    "sides use matching keys",
-                    file=sys.stderr,
+                    "sides use matching keys"
                 )
+                print(f"framebus bridge {args.action}: no framebus publisher answered at {args.endpoint} within {args.timeout:g} s: {hint}", file=sys.stderr)
                 return 1
     except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:
         from ..cli import error_text

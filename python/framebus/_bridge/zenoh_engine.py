@@ -1,0 +1,349 @@
+"""The Zenoh engine of the bridge: the same two ends, protocol and credit logic as over ZeroMQ,
+carried by Eclipse Zenoh (``eclipse-zenoh``) instead of a ROUTER/DEALER pair.
+
+Only the transport changes. The publisher's ROUTER becomes a Zenoh subscriber on ``KEY/up``
+(every subscriber's HELLO/ACK/HEARTBEAT/BYE, the sender's identity in the attachment) and one
+Zenoh publisher per subscriber on ``KEY/down/<identity in hex>``; a subscriber's DEALER becomes a
+Zenoh publisher on ``KEY/up`` and a subscriber on its own ``KEY/down/...`` key. A FRAME's header
+travels as the sample's attachment and its payload as the sample's payload, so one message
+stays one Zenoh sample. Frames, ACKs, END, restarts and the lossless/latest logic are those of
+``publisher.py`` / ``subscriber.py``, unchanged: the small socket classes below give them the
+few socket calls they make (poll, non-blocking receive and send, "unreachable" when nobody
+listens, which Zenoh's matching status tells).
+
+Zenoh's own options pass through: a configuration file (``zenoh_config``), ``listen`` and
+``connect`` endpoints (``tcp/HOST:PORT``) and multicast ``scouting`` on or off. Frames are put
+reliable, with congestion control BLOCK (the credit window bounds what is in flight) and
+express (not batched with other messages).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+
+import zmq
+
+try:
+    import zenoh
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    raise ImportError("the Zenoh engine needs eclipse-zenoh: pip install 'framebus[zenoh]'") from _exc
+
+from ..errors import InvalidArgumentError
+from . import protocol as P
+from .base import SLICE_S
+from .errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError
+from .publisher import Publisher
+from .subscriber import Subscriber
+
+#: How long a new subscriber's down key may take to show as matched on the publisher's side
+#: (its subscription and its HELLO can travel on different priorities).
+MATCH_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class ZenohLink:
+    """How a Zenoh engine joins the Zenoh network.
+
+    ``zenoh_config``: a Zenoh configuration file (JSON5), used as it is, with the fields below
+    on top. ``listen`` / ``connect``: Zenoh endpoints (``"tcp/0.0.0.0:7447"``,
+    ``"tcp/router-host:7447"``). ``scouting``: multicast scouting on/off (None: the
+    configuration's, which is on in Zenoh's default peer mode). ``zenoh_mode``: ``"peer"`` (default)
+    or ``"client"`` (through a router only)."""
+
+    zenoh_config: Any = None
+    listen: Tuple[str, ...] = ()
+    connect: Tuple[str, ...] = ()
+    scouting: Optional[bool] = None
+    zenoh_mode: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        for name in ("listen", "connect"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = (value,)
+            if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) and "/" in v for v in value):
+                raise EndpointError(f"{name} must be Zenoh endpoints such as 'tcp/127.0.0.1:7447', got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if self.zenoh_config is not None:
+            if not isinstance(self.zenoh_config, (str, os.PathLike)):
+                raise TypeError(f"zenoh_config must be a file path, got {self.zenoh_config!r}")
+            if not os.path.isfile(self.zenoh_config):
+                raise FileNotFoundError(2, f"Zenoh configuration file {os.fspath(self.zenoh_config)!r} does not exist")
+        if self.zenoh_mode not in (None, "peer", "client"):
+            raise InvalidArgumentError(f"zenoh_mode must be 'peer' or 'client', got {self.zenoh_mode!r}")
+
+    @classmethod
+    def take(cls, fields: Dict[str, Any]) -> "ZenohLink":
+        """Pops this class's fields out of ``fields`` (keywords of ``framebus.net.publish``)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{n: fields.pop(n) for n in names if n in fields})
+
+    def config(self) -> "zenoh.Config":
+        """The Zenoh configuration this link opens its session with."""
+        try:
+            cfg = zenoh.Config.from_file(os.fspath(self.zenoh_config)) if self.zenoh_config is not None else zenoh.Config()
+        except zenoh.ZError as exc:
+            raise InvalidArgumentError(f"cannot read Zenoh configuration {os.fspath(self.zenoh_config)!r}: {exc}") from None
+        try:
+            if self.zenoh_mode is not None:
+                cfg.insert_json5("mode", json.dumps(self.zenoh_mode))
+            if self.listen:
+                cfg.insert_json5("listen/endpoints", json.dumps(list(self.listen)))
+            if self.connect:
+                cfg.insert_json5("connect/endpoints", json.dumps(list(self.connect)))
+            if self.scouting is not None:
+                cfg.insert_json5("scouting/multicast/enabled", json.dumps(bool(self.scouting)))
+        except zenoh.ZError as exc:
+            raise EndpointError(f"bad Zenoh endpoint in listen={self.listen} connect={self.connect}: {exc}") from None
+        return cfg
+
+    def open(self) -> "zenoh.Session":
+        """Opens a Zenoh session; EndpointInUseError when a listen endpoint is taken,
+        BridgeError for any other failure."""
+        cfg = self.config()
+        try:
+            return zenoh.open(cfg)
+        except zenoh.ZError as exc:
+            text = str(exc)
+            if "in use" in text.lower():
+                raise EndpointInUseError(98, f"cannot listen on {', '.join(self.listen)}: the address is already in use ({text})") from None
+            raise BridgeError(f"cannot open a Zenoh session (listen={list(self.listen)}, connect={list(self.connect)}): {text}") from None
+
+
+def check_key(key: Any) -> str:
+    """``key`` if it is a Zenoh key expression without wildcards, else EndpointError."""
+    if not isinstance(key, str):
+        raise TypeError(f"the Zenoh key must be a string such as 'framebus/camera', got {key!r}")
+    if not key or "*" in key or "$" in key or key.startswith("/") or key.endswith("/"):
+        raise EndpointError(f"Zenoh key {key!r}: expected a key expression such as 'framebus/camera' (no wildcards, no leading or trailing '/')")
+    try:
+        zenoh.KeyExpr(key)
+    except zenoh.ZError as exc:
+        raise EndpointError(f"Zenoh key {key!r} is not a valid key expression: {exc}") from None
+    return key
+
+
+class _Part:
+    """One received message part, shaped like the ``zmq.Frame`` the subscriber reads."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, data: Any) -> None:
+        self.buffer = memoryview(data)
+
+
+class _Inbox:
+    """Samples handed over by Zenoh's callback thread to the bridge's worker thread."""
+
+    def __init__(self) -> None:
+        self._items: Deque[Any] = collections.deque()
+        self._cond = threading.Condition()
+
+    def put(self, item: Any) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify()
+
+    def poll(self, timeout_ms: int, *_: Any) -> bool:
+        if self._items:
+            return True
+        with self._cond:
+            if timeout_ms > 0:
+                self._cond.wait_for(lambda: bool(self._items), timeout_ms / 1000)
+            return bool(self._items)
+
+    def pop(self) -> Any:
+        try:
+            return self._items.popleft()
+        except IndexError:
+            raise zmq.Again() from None
+
+
+def _bytes(zbytes: Any) -> bytes:
+    return b"" if zbytes is None else zbytes.to_bytes()
+
+
+class _PublisherSocket(_Inbox):
+    """What ``Publisher`` does with its ROUTER socket, over a Zenoh session."""
+
+    def __init__(self, session: Any, key: str) -> None:
+        super().__init__()
+        self._zsession = session
+        self._key = key
+        self._downs: Dict[bytes, List[Any]] = {}
+        self._up = session.declare_subscriber(f"{key}/up", self._on_sample)
+
+    def _on_sample(self, sample: Any) -> None:
+        self.put((_bytes(sample.attachment), sample.payload))
+
+    def recv_multipart(self, flags: int = 0, copy: bool = True) -> List[bytes]:
+        identity, payload = self.pop()
+        down = self._downs.get(identity)
+        if down is not None and not down[1] and not down[0].matching_status.matching:
+            down[1] = time.monotonic() + MATCH_GRACE_S  # back again: give its subscription time to show
+        return [identity, payload.to_bytes()]
+
+    def send_multipart(self, parts: Sequence[Any], flags: int = 0, copy: bool = True) -> None:
+        identity, *body = parts
+        down = self._downs.get(identity)
+        if down is None:
+            pub = self._zsession.declare_publisher(
+                f"{self._key}/down/{identity.hex()}", congestion_control=zenoh.CongestionControl.BLOCK,
+                reliability=zenoh.Reliability.RELIABLE, express=True,
+            )
+            # [publisher, until when to wait for a new subscriber's subscription to show]
+            down = self._downs[identity] = [pub, time.monotonic() + MATCH_GRACE_S]
+        pub = down[0]
+        while not pub.matching_status.matching:
+            # Only a subscriber never seen yet is waited for (its subscription and its HELLO
+            # may travel apart); one that was there and is not any more is unreachable now.
+            if time.monotonic() >= down[1]:
+                raise zmq.ZMQError(zmq.EHOSTUNREACH)
+            time.sleep(0.002)
+        down[1] = 0.0
+        if len(body) == 2:
+            pub.put(_wire(body[1]), attachment=_wire(body[0]))
+        else:
+            pub.put(_wire(body[0]))
+
+    def close(self) -> None:
+        for pub, _ in self._downs.values():
+            pub.undeclare()
+        self._downs.clear()
+        self._up.undeclare()
+
+
+class _SubscriberSocket(_Inbox):
+    """What ``Subscriber`` does with its DEALER socket, over a Zenoh session."""
+
+    def __init__(self, session: Any, key: str, identity: bytes) -> None:
+        super().__init__()
+        self._identity = identity
+        self._down = session.declare_subscriber(f"{key}/down/{identity.hex()}", self._on_sample)
+        self._up = session.declare_publisher(
+            f"{key}/up", congestion_control=zenoh.CongestionControl.BLOCK, reliability=zenoh.Reliability.RELIABLE, express=True,
+        )
+
+    def _on_sample(self, sample: Any) -> None:
+        self.put(sample)
+
+    def recv_multipart(self, flags: int = 0, copy: bool = True) -> List[_Part]:
+        sample = self.pop()
+        if sample.attachment is None:
+            return [_Part(sample.payload.to_bytes())]
+        return [_Part(sample.attachment.to_bytes()), _Part(sample.payload.to_bytes())]
+
+    def send(self, msg: bytes, flags: int = 0) -> None:
+        # Like a DEALER with IMMEDIATE: nothing is queued while no publisher listens.
+        if not self._up.matching_status.matching:
+            raise zmq.Again()
+        self._up.put(msg, attachment=self._identity)
+
+    def close(self) -> None:
+        self._up.undeclare()
+        self._down.undeclare()
+
+
+def _wire(part: Any) -> Any:
+    """A message part as Zenoh takes it (bytes, or a ZBytes made once per frame)."""
+    if isinstance(part, (bytes, zenoh.ZBytes)):
+        return part
+    return bytes(part)
+
+
+class ZenohPublisher(Publisher):
+    """Publishes a local stream over Zenoh; see ``framebus.net.publish(..., engine="zenoh")``."""
+
+    engine = "zenoh"
+
+    def __init__(self, stream_name: str, key: str, options: Any, link: ZenohLink) -> None:
+        if options.curve_certificate is not None:
+            raise InvalidArgumentError("CURVE is a ZeroMQ feature; secure a Zenoh link with Zenoh's TLS/access control in zenoh_config")
+        self.link = link
+        self.key = key
+        self._zsession: Any = None
+        super().__init__(stream_name, key, options)
+
+    def _check_endpoint(self, endpoint: Any) -> str:
+        return check_key(endpoint)
+
+    def _setup(self) -> None:
+        self._open_source()
+        self._zsession = self.link.open()
+        self._sock = _PublisherSocket(self._zsession, self.key)
+        self.state = "waiting for subscribers"
+        self._tick_rates(time.monotonic())
+
+    def _cleanup(self) -> None:
+        try:
+            super()._cleanup()
+        finally:
+            if self._zsession is not None:
+                self._zsession.close()
+                self._zsession = None
+
+    def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
+        """The frame as one Zenoh payload: copied once out of its slot (then shared by every
+        subscriber and kept for a resend), or compressed."""
+        nbytes = arr.nbytes
+        flags = 0
+        if self._compressor is not None:
+            payload: Any = self._compressor.compress(arr)
+            flags = P.F_ZSTD
+        else:
+            payload = zenoh.ZBytes(arr.tobytes() if hasattr(arr, "tobytes") else bytes(arr))
+        if frame is not None:
+            frame.release()
+        return seq, ts, fid, meta, payload, flags, nbytes
+
+
+class ZenohSubscriber(Subscriber):
+    """Receives a stream published over Zenoh; see ``framebus.net.subscribe(..., engine="zenoh")``."""
+
+    engine = "zenoh"
+
+    def __init__(self, key: str, local_name: str, options: Any, link: ZenohLink) -> None:
+        if options.curve_server_certificate is not None:
+            raise InvalidArgumentError("CURVE is a ZeroMQ feature; secure a Zenoh link with Zenoh's TLS/access control in zenoh_config")
+        self.link = link
+        self.key = key
+        self._zsession: Any = None
+        super().__init__(key, local_name, options)
+
+    def _check_endpoint(self, endpoint: Any) -> str:
+        return check_key(endpoint)
+
+    def _setup(self) -> None:
+        self._zsession = self.link.open()
+        self._sock = _SubscriberSocket(self._zsession, self.key, self.identity)
+        self.state = "connecting"
+        if self.timeout is None:
+            return
+        deadline = time.monotonic() + self.timeout
+        while not self.connected:
+            now = time.monotonic()
+            if now >= deadline:
+                raise PeerTimeoutError(
+                    f"no framebus publisher answered on Zenoh key {self.key!r} within {self.timeout} s: check the key, that "
+                    "`framebus bridge publish ... --engine zenoh` runs, and that both sessions reach each other (listen/connect, scouting, router)"
+                )
+            self._maybe_hello(now)
+            self._receive(min(SLICE_S, deadline - now), until_connected=True)
+
+    def _cleanup(self) -> None:
+        try:
+            super()._cleanup()
+        finally:
+            if self._zsession is not None:
+                self._zsession.close()
+                self._zsession = None
+
+
+__all__ = ["ZenohLink", "ZenohPublisher", "ZenohSubscriber", "check_key"]

@@ -1,0 +1,102 @@
+"""``framebus ros2``: a local stream as a ROS 2 image topic (rmw_zenoh), or a ROS 2 image topic
+into a local stream, until Ctrl-C / SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from ._args import int_range, positive_int, stream_name
+from ._signals import stop_on_signals, stopped_status
+from ._wait import add_wait_argument
+
+HELP = "ROS 2 image topics over Zenoh (rmw_zenoh): publish NAME --topic T | subscribe TOPIC --stream NAME"
+
+_EXAMPLES = """examples:
+  framebus ros2 publish camera --topic /camera/image_raw --frame-id camera
+  framebus ros2 subscribe /camera/image_raw --stream from_ros
+  framebus ros2 publish camera --topic /camera/image_raw --connect tcp/robot:7447
+
+By default both join the Zenoh network as ROS 2 nodes with rmw_zenoh do: through the router on
+tcp/localhost:7447 (`ros2 run rmw_zenoh_cpp rmw_zenohd`). See docs/ros2.md."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = _EXAMPLES
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    pub = sub.add_parser("publish", help="publish a local stream as a sensor_msgs/msg/Image topic")
+    pub.add_argument("name", type=stream_name, help="local stream to publish")
+    pub.add_argument("--topic", required=True, help="ROS 2 topic, e.g. /camera/image_raw")
+    pub.add_argument("--frame-id", default="", help="header.frame_id of every image (default empty)")
+    pub.add_argument("--bgr", action="store_true", help="3/4-channel frames are BGR(A): bgr8/bgra8 instead of rgb8/rgba8")
+    pub.add_argument("--best-effort", action="store_true", help="announce and send best effort (default reliable)")
+    add_wait_argument(pub)
+    _common(pub)
+
+    s = sub.add_parser("subscribe", help="write a sensor_msgs/msg/Image topic into a local stream")
+    s.add_argument("topic", help="ROS 2 topic, e.g. /camera/image_raw")
+    s.add_argument("--stream", dest="name", type=stream_name, required=True, help="local stream to write (created from the first image)")
+    s.add_argument("--slots", type=int_range(2, 64), default=4, help="slots of the local stream (default 4)")
+    s.add_argument("--capacity", type=positive_int, default=None, metavar="BYTES", help="variable-shape stream taking images of any size up to BYTES")
+    s.add_argument("--keep", action="store_true", help="keep the local stream when stopping")
+    _common(s)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--domain", type=int_range(0, 232), default=0, help="ROS_DOMAIN_ID (default 0)")
+    p.add_argument("--node", default=None, help="ROS node name to appear as (default framebus_<stream>)")
+    p.add_argument("--namespace", default="", help="ROS namespace of that node (default none)")
+    p.add_argument("--depth", type=positive_int, default=10, help="QoS history depth announced (default 10)")
+    p.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="Zenoh endpoint to listen on, e.g. tcp/0.0.0.0:7448 (repeatable)")
+    p.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="Zenoh router or peer, e.g. tcp/HOST:7447 (repeatable; default tcp/localhost:7447)")
+    p.add_argument("--no-scouting", dest="scouting", action="store_false", default=None, help="turn Zenoh multicast scouting off")
+    p.add_argument("--scouting", dest="scouting", action="store_true", help="turn Zenoh multicast scouting on")
+    p.add_argument("--zenoh-config", metavar="FILE", help="a Zenoh configuration file (JSON5), used as it is")
+    p.add_argument("--zenoh-mode", choices=["peer", "client"], default=None, help="Zenoh session mode (default peer)")
+    p.add_argument("--quiet", action="store_true", help="print only state changes")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from .. import ros2
+    except ImportError as exc:
+        print(f"framebus ros2 {args.action}: {exc}", file=sys.stderr)
+        return 1
+    from ..errors import FramebusError
+    from ._wait import wait_for_stream
+    from .bridge import _stop, _watch
+
+    zenoh = dict(connect=args.connect, listen=args.listen, scouting=args.scouting, zenoh_config=args.zenoh_config, zenoh_mode=args.zenoh_mode)
+    stop = threading.Event()
+    try:
+        if args.action == "publish":
+            wait_for_stream(args.name, args.wait)
+            stop_on_signals(stop)
+            node: Any = ros2.publish(
+                args.name, args.topic, frame_id=args.frame_id, domain=args.domain, bgr=args.bgr, node=args.node,
+                namespace=args.namespace, depth=args.depth, best_effort=args.best_effort, **zenoh,
+            )
+            what = f"{args.name} -> {node.topic} ({node.key})"
+        else:
+            stop_on_signals(stop)
+            node = ros2.subscribe(
+                args.topic, args.name, domain=args.domain, slots=args.slots, capacity=args.capacity, keep=args.keep,
+                node=args.node, namespace=args.namespace, depth=args.depth, **zenoh,
+            )
+            what = f"{node.topic} -> {args.name}"
+    except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:
+        from ..cli import error_text
+
+        print(f"framebus ros2 {args.action}: {error_text(exc)}", file=sys.stderr)
+        return 1
+    print(f"framebus ros2 {args.action}: {what}; Ctrl-C to stop", flush=True)
+    _watch(node, stop, quiet=args.quiet or not sys.stdout.isatty())
+    if _stop(node, f"ros2 {args.action}"):
+        return 1
+    s = node.stats
+    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped", flush=True)
+    return stopped_status()

@@ -1,0 +1,100 @@
+"""framebus streams as ROS 2 image topics, over Zenoh, as ROS 2's rmw_zenoh middleware carries
+them (Jazzy and later; no ROS installation needed on the framebus side).
+
+>>> pub = framebus.ros2.publish("camera", "/camera/image_raw", frame_id="camera")  # doctest: +SKIP
+>>> sub = framebus.ros2.subscribe("/camera/image_raw", "from_ros")                 # doctest: +SKIP
+
+(Skipped as a doctest: it needs a Zenoh router or ROS 2 peers.)
+
+``publish`` makes a stream's frames a ``sensor_msgs/msg/Image`` topic: the encoding follows the
+frames' shape and dtype (mono8, mono16, rgb8 or bgr8, rgba8 or bgra8, rgb16, 32FC1, ...), each
+message carries rmw_zenoh's attachment (sequence number, source timestamp, publisher GID), and
+liveliness tokens make ``ros2 topic list`` / ``ros2 topic info`` / ``ros2 node list`` see it.
+``subscribe`` writes a topic's images into a local stream created from the first image.
+Both run on a background thread and return an object with ``stop()``, ``join()``, ``stats`` and
+``error`` that is also a context manager; ``framebus ros2 publish|subscribe`` runs them from the
+command line. By default they join the Zenoh network as ROS 2 nodes do: peer mode, through the
+router on ``tcp/localhost:7447``, without multicast scouting. See docs/ros2.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+try:
+    import zenoh  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    raise ImportError("framebus.ros2 needs eclipse-zenoh and rosbags: pip install 'framebus[zenoh]'") from _exc
+
+from .._bridge.zenoh_engine import ZenohLink
+from .node import ImagePublisher, ImageSubscriber
+from . import image, rmw
+
+__all__ = ["ImagePublisher", "ImageSubscriber", "ZenohLink", "image", "publish", "rmw", "subscribe"]
+
+
+def _link(connect: Sequence[str], listen: Sequence[str], scouting: Optional[bool], zenoh_config: Any, zenoh_mode: Optional[str]) -> Optional[ZenohLink]:
+    if not connect and not listen and zenoh_config is None and scouting is None and zenoh_mode is None:
+        return None
+    return ZenohLink(zenoh_config=zenoh_config, listen=tuple(listen), connect=tuple(connect), scouting=scouting, zenoh_mode=zenoh_mode)
+
+
+def publish(
+    stream_name: str, topic: str, *, frame_id: str = "", domain: int = 0, bgr: bool = False, connect: Sequence[str] = (),
+    listen: Sequence[str] = (), scouting: Optional[bool] = None, zenoh_config: Any = None, zenoh_mode: Optional[str] = None,
+    node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, status: bool = True,
+) -> ImagePublisher:
+    """Starts publishing the local stream ``stream_name`` (fixed shape (H, W) or (H, W, C), or
+    variable shape) as the ROS 2 topic ``topic`` of type ``sensor_msgs/msg/Image`` in ROS domain
+    ``domain``; returns the running :class:`ImagePublisher`.
+
+    The newest frame wins (a frame written while the previous one is being sent is skipped,
+    counted in ``stats.dropped``). Each frame is copied once, into the message. The header's
+    stamp is the frame's ``timestamp_ns``, its ``frame_id`` is ``frame_id``. ``bgr``: 3 and 4
+    channel uint8/uint16 frames are announced as bgr8/bgra8 (bgr16/bgra16) instead of RGB.
+    ``connect`` / ``listen`` (Zenoh endpoints), ``scouting``, ``zenoh_mode`` and
+    ``zenoh_config`` (a Zenoh configuration file) say how to join the Zenoh network (default:
+    the local router, as ROS 2 nodes do). ``node``/``namespace``: the ROS node this publisher
+    appears as (default ``framebus_<stream>``). ``depth``/``best_effort``: the QoS announced
+    (reliable, volatile, keep-last 10 by default).
+
+    Raises StreamNotFoundError (FileNotFoundError) if the stream does not exist, ValueError for
+    a topic name ROS rejects or frames that are not an image, BridgeError when the Zenoh session
+    cannot open. Later errors stop it and are raised by ``join()``/``stop()``.
+    """
+    pub = ImagePublisher(
+        stream_name, topic, frame_id=frame_id, domain=domain, bgr=bgr, link=_link(connect, listen, scouting, zenoh_config, zenoh_mode),
+        node=node, namespace=namespace, depth=depth, best_effort=best_effort, status=status,
+    )
+    pub._start()
+    return pub
+
+
+def subscribe(
+    topic: str, stream_name: str, *, domain: int = 0, connect: Sequence[str] = (), listen: Sequence[str] = (),
+    scouting: Optional[bool] = None, zenoh_config: Any = None, zenoh_mode: Optional[str] = None, slots: int = 4,
+    capacity: Optional[int] = None, keep: bool = False, node: Optional[str] = None, namespace: str = "", depth: int = 10,
+    status: bool = True,
+) -> ImageSubscriber:
+    """Subscribes to the ROS 2 ``sensor_msgs/msg/Image`` topic ``topic`` (or a
+    ``sensor_msgs/msg/CompressedImage`` one, JPEG/PNG decoded by FFmpeg into RGB or mono
+    frames) and writes its images into the local stream ``stream_name``, created from the first image (shape (H, W) or
+    (H, W, C) and dtype from its encoding; ``slots`` slots) or, with ``capacity`` (bytes), as a
+    variable-shape stream that takes images of any size up to it. Returns the running
+    :class:`ImageSubscriber`.
+
+    Each raw image is copied once, from the received message into its slot; its header stamp
+    becomes the frame's ``timestamp_ns``, the publisher's sequence number its ``frame_id``, and
+    ``{"frame_id": ..., "encoding": ...}`` (JSON) its metadata. When images arrive faster than
+    the local stream takes them, the newest wins (``stats.dropped`` counts the rest, and gaps in
+    the publishers' sequence numbers). An image whose shape or dtype differs from the fixed
+    stream's stops the subscriber with SpecMismatchError (use ``capacity``). The stream is
+    removed on ``stop()`` unless ``keep`` or it existed before. The Zenoh keywords are those of
+    :func:`publish`.
+    """
+    sub = ImageSubscriber(
+        topic, stream_name, domain=domain, link=_link(connect, listen, scouting, zenoh_config, zenoh_mode), slots=slots,
+        capacity=capacity, keep=keep, node=node, namespace=namespace, depth=depth, status=status,
+    )
+    sub._start()
+    return sub

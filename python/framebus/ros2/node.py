@@ -1,0 +1,317 @@
+"""The two ends between framebus streams and ROS 2 ``sensor_msgs/msg/Image`` topics carried by
+rmw_zenoh: ``ImagePublisher`` (a stream's frames become a topic) and ``ImageSubscriber`` (a topic's
+images land in a stream). Each runs on a background thread (the lifecycle, counters and
+``framebus ls`` record of the bridge, ``framebus.net``), holds one Zenoh session and declares the
+liveliness tokens that make ``ros2 node list`` / ``ros2 topic list`` / ``ros2 topic info`` see it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import _stream
+from .._bridge.base import SLICE_S, TICK_S, Bridge
+from .._bridge.errors import SpecMismatchError
+from .._bridge.zenoh_engine import ZenohLink, _Inbox
+from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamTimeoutError
+from . import image as I
+from . import rmw
+
+IMAGE = "sensor_msgs/msg/Image"
+COMPRESSED = "sensor_msgs/msg/CompressedImage"
+
+#: A link that reaches a local rmw_zenoh router, as ROS 2 nodes do by default.
+ROUTER = "tcp/localhost:7447"
+
+
+def default_link(link: Optional[ZenohLink]) -> ZenohLink:
+    """``link``, or one like rmw_zenoh's default session: peer mode, connect to the router on
+    localhost:7447, multicast scouting off."""
+    if link is None or (not link.connect and not link.listen and link.zenoh_config is None):
+        return ZenohLink(
+            zenoh_config=None if link is None else link.zenoh_config,
+            connect=(ROUTER,), scouting=False if link is None or link.scouting is None else link.scouting,
+            zenoh_mode=None if link is None else link.zenoh_mode,
+        )
+    return link
+
+
+def _node_name(text: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in text).strip("_") or "framebus"
+    return out if out[0].isalpha() else "fb_" + out
+
+
+class _RosEnd(Bridge):
+    """What both ROS ends share: the session, the node token and the entity token."""
+
+    kind = "MP"
+
+    def __init__(self, stream: str, topic: str, domain: int, link: Optional[ZenohLink], node: Optional[str], namespace: str,
+                 depth: int, reliability: int, status: bool) -> None:
+        self.topic = rmw.check_topic(topic)
+        self.domain = rmw.check_domain(domain)
+        self.link = default_link(link)
+        self.node = _node_name(node or f"framebus_{stream}")
+        self.namespace = namespace
+        self.depth = depth
+        self.reliability = reliability
+        self.type_hash = rmw.type_hash(IMAGE)
+        self.key = rmw.topic_key(self.domain, self.topic, IMAGE, self.type_hash)
+        self.gid = secrets.token_bytes(rmw.GID_SIZE)
+        self.tokens: list = []
+        self._zsession: Any = None
+        super().__init__(stream, f"ros2:{self.topic}", None, status)
+
+    def _declare_tokens(self) -> None:
+        zid = str(self._zsession.zid())
+        qos = rmw.qos_string(self.reliability, self.depth)
+        names = [
+            rmw.node_token(self.domain, zid, 0, self.namespace, self.node),
+            rmw.entity_token(self.kind, self.domain, zid, 0, 1, self.namespace, self.node, self.topic, IMAGE, self.type_hash, qos),
+        ]
+        lv = self._zsession.liveliness()
+        self.tokens = [(n, lv.declare_token(n)) for n in names]
+
+    def _close_session(self) -> None:
+        for _, token in self.tokens:
+            token.undeclare()
+        self.tokens = []
+        if self._zsession is not None:
+            self._zsession.close()
+            self._zsession = None
+
+    def _tick(self, now: float) -> None:
+        self._next_tick = now + TICK_S
+        self._tick_rates(now)
+
+
+class ImagePublisher(_RosEnd):
+    """Publishes a local stream as a ROS 2 Image topic; see ``framebus.ros2.publish``."""
+
+    role = "publish"  # as the bridges' (framebus ls shows "-> ros2:/topic")
+    kind = "MP"
+
+    def __init__(self, stream: str, topic: str, *, frame_id: str = "", domain: int = 0, bgr: bool = False, link: Optional[ZenohLink] = None,
+                 node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, status: bool = True) -> None:
+        if not isinstance(frame_id, str):
+            raise TypeError(f"frame_id must be a str, got {frame_id!r}")
+        self.frame_id = frame_id
+        self.bgr = bool(bgr)
+        self.sequence = 0
+        self._src: Any = None
+        self._pub: Any = None
+        self._encoding: Optional[str] = None
+        super().__init__(stream, topic, domain, link, node, namespace, depth, rmw.BEST_EFFORT if best_effort else rmw.RELIABLE, status)
+
+    @property
+    def matched(self) -> bool:
+        """Whether some Zenoh subscriber (a ROS 2 subscription) matches the topic now."""
+        pub = self._pub
+        return pub is not None and bool(pub.matching_status.matching)
+
+    def _peer_count(self) -> int:
+        return int(self.matched)
+
+    def _setup(self) -> None:
+        src = self._src = _stream.open(self.stream_name, mode="latest", device="cpu")
+        if not src.variable:
+            self._encoding = I.encoding_of(tuple(src.shape or ()), np.dtype(src.dtype), bgr=self.bgr)  # bad shapes fail here
+        src.set_role("bridge out", f"-> ros2 {self.topic}")
+        import zenoh
+
+        self._zsession = self.link.open()
+        self._pub = self._zsession.declare_publisher(
+            self.key, congestion_control=zenoh.CongestionControl.DROP,
+            reliability=zenoh.Reliability.BEST_EFFORT if self.reliability == rmw.BEST_EFFORT else zenoh.Reliability.RELIABLE,
+        )
+        self._declare_tokens()
+        self.state = "running"
+        self._tick_rates(time.monotonic())
+
+    def _loop(self) -> None:
+        src = self._src
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= self._next_tick:
+                self._tick(now)
+            try:
+                frame = src.wait_view(timeout=SLICE_S)
+            except TimeoutError:
+                continue
+            except StreamEndedError:  # the writer ended the stream: wait for it to write again
+                self.state = "source ended"
+                self._stop.wait(SLICE_S)
+                continue
+            try:
+                arr = frame.array
+                encoding = self._encoding or I.encoding_of(arr.shape, arr.dtype, bgr=self.bgr)
+                msg = I.pack_image(arr, frame.timestamp_ns, self.frame_id, encoding)  # the one copy of the pixels
+                seq, nbytes = frame.seq, arr.nbytes
+                del arr  # the view pins the slot
+            finally:
+                frame.release()
+            self.sequence += 1
+            self._pub.put(msg, attachment=rmw.pack_attachment(self.sequence, time.time_ns(), self.gid))
+            if self.last_seq and seq > self.last_seq + 1:
+                self.dropped += seq - self.last_seq - 1
+            self.last_seq = seq
+            self.state = "running"
+            self.frames += 1
+            self.bytes += nbytes
+            self.wire_bytes += len(msg)
+
+    def _cleanup(self) -> None:
+        if self._pub is not None:
+            self._pub.undeclare()
+            self._pub = None
+        self._close_session()
+        if self._src is not None:
+            self._src.close()
+            self._src = None
+
+
+class ImageSubscriber(_RosEnd):
+    """Writes a ROS 2 Image topic into a local stream; see ``framebus.ros2.subscribe``."""
+
+    role = "subscribe"
+    kind = "MS"
+
+    def __init__(self, topic: str, stream: str, *, domain: int = 0, link: Optional[ZenohLink] = None, slots: int = 4,
+                 capacity: Optional[int] = None, keep: bool = False, node: Optional[str] = None, namespace: str = "",
+                 depth: int = 10, status: bool = True) -> None:
+        if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0):
+            raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity!r}")
+        self.slots = slots
+        self.capacity = capacity
+        self.keep = bool(keep)
+        self._sub: Any = None
+        self._inbox = _Inbox()
+        self._dst: Any = None
+        self._owned = False
+        self.publishers: set = set()
+        #: Messages of another type on the topic's name, ignored.
+        self.bad_messages = 0
+        self._last_ros_seq: dict = {}
+        super().__init__(stream, topic, domain, link, node, namespace, depth, rmw.RELIABLE, status)
+
+    def _peer_count(self) -> int:
+        return len(self.publishers)
+
+    def _setup(self) -> None:
+        self._zsession = self.link.open()
+        # Image or CompressedImage, any type hash (the two last chunks of the key).
+        wildcard = self.key.rsplit("/", 2)[0] + "/*/*"
+        self._sub = self._zsession.declare_subscriber(wildcard, self._inbox.put)
+        self._declare_tokens()
+        self.state = "waiting for the topic's first image"
+        self._tick_rates(time.monotonic())
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= self._next_tick:
+                self._tick(now)
+            if not self._inbox.poll(int(SLICE_S * 1000)):
+                continue
+            sample = None
+            while True:  # newest wins: of the images waiting, only the last is written
+                try:
+                    newer = self._inbox.pop()
+                except Exception:  # noqa: BLE001 - zmq.Again: nothing more waiting
+                    break
+                if sample is not None:
+                    self.dropped += 1
+                sample = newer
+            self._accept(sample)
+
+    def _accept(self, sample: Any) -> None:
+        data = sample.payload.to_bytes()
+        dds_type = str(sample.key_expr).rsplit("/", 2)[1]
+        if dds_type == rmw.dds_type_name(COMPRESSED):
+            from .compressed import decode
+
+            img: Any = decode(data)
+        elif dds_type == rmw.dds_type_name(IMAGE):
+            img = I.unpack_image(data)
+        else:
+            self.bad_messages += 1  # another type on this topic name: not ours to read
+            return
+        seq = None
+        if sample.attachment is not None:
+            try:
+                seq, _, gid = rmw.unpack_attachment(sample.attachment.to_bytes())
+                last = self._last_ros_seq.get(gid)
+                if last is not None and seq > last + 1:
+                    self.dropped += seq - last - 1
+                self._last_ros_seq[gid] = seq
+                self.publishers.add(gid)
+            except ValueError:
+                seq = None
+        self._ensure(img.data.astype(img.data.dtype.newbyteorder("="), copy=False) if img.data.dtype.byteorder == ">" else img.data)
+        meta = json.dumps({"frame_id": img.frame_id, "encoding": img.encoding}).encode()[: self._dst.meta_capacity]
+        arr = img.data
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("="))  # big-endian pixels: swapped (a copy)
+        elif not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)  # padded rows
+        while not self._stop.is_set():
+            try:
+                self._dst.write(arr, frame_id=seq, meta=meta, timestamp_ns=img.stamp_ns or None, timeout=TICK_S)
+                break
+            except StreamTimeoutError:
+                continue
+        self.frames += 1
+        self.bytes += img.data.nbytes
+        self.wire_bytes += len(data)
+        self.last_seq = seq or self.frames
+        self.state = "running"
+
+    def _ensure(self, arr: np.ndarray) -> None:
+        dst = self._dst
+        if dst is not None:
+            if dst.variable:
+                if arr.nbytes > dst.size:
+                    raise SpecMismatchError(f"an image of {arr.nbytes} bytes on {self.topic} does not fit the local stream's capacity of {dst.size} bytes: raise --capacity")
+                return
+            if tuple(dst.shape) == arr.shape and dst.dtype == arr.dtype:
+                return
+            raise SpecMismatchError(
+                f"the images on {self.topic} changed from shape {tuple(dst.shape)} {dst.dtype} to {arr.shape} {arr.dtype}; "
+                "a fixed-shape stream cannot follow: subscribe with capacity=BYTES (--capacity) for a variable-shape stream"
+            )
+        name = self.stream_name
+        try:
+            if self.capacity is not None:
+                self._dst = _stream.create(name, capacity=self.capacity, slots=self.slots)
+            else:
+                self._dst = _stream.create(name, shape=arr.shape, dtype=arr.dtype.newbyteorder("="), slots=self.slots)
+            self._owned = True
+        except StreamExistsError:
+            self._dst = _stream.open(name)
+            self._owned = False
+            if not self._dst.variable and (tuple(self._dst.shape) != arr.shape or self._dst.dtype != arr.dtype):
+                have = (tuple(self._dst.shape), self._dst.dtype)
+                self._dst.close()
+                self._dst = None
+                raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} {have[1]}; the images on {self.topic} are {arr.shape} {arr.dtype}")
+        self._dst.set_role("bridge in", f"<- ros2 {self.topic}")
+
+    def _cleanup(self) -> None:
+        if self._sub is not None:
+            self._sub.undeclare()
+            self._sub = None
+        self._close_session()
+        dst, self._dst = self._dst, None
+        if dst is not None:
+            if self._owned and not self.keep:
+                try:
+                    dst.unlink()
+                except Exception:  # noqa: BLE001 - already gone
+                    dst.close()
+            else:
+                dst.close()
