@@ -84,6 +84,9 @@ class Subscriber(Bridge):
         self._session = secrets.token_hex(8)
         #: Whether the publisher said its source was ended (and no frame came since).
         self.source_ended = False
+        #: Latest mode: store only the newest of the frames waiting (False for encoded packets,
+        #: where each one is needed; set from the publisher's WELCOME).
+        self.coalesce = True
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
@@ -235,6 +238,7 @@ class Subscriber(Bridge):
         if self.epoch and epoch != self.epoch:
             self.reconnects += 1
         self.epoch, self.mode, self.connected = epoch, mode, True
+        self.coalesce = not body.get("video")
         self.publisher_host = str(body.get("host", ""))
         if body.get("compress") == "zstd" and self._decompressor is None:
             self._decompressor = codec.Decompressor()
@@ -260,10 +264,12 @@ class Subscriber(Bridge):
             return
         if self.mode == "latest":
             # Acknowledged on arrival: the publisher sends the next frame while this one is
-            # stored. A newer frame arriving in the same batch replaces it (see _receive).
+            # stored. A newer frame arriving in the same batch replaces it (see _receive),
+            # unless each frame is needed (encoded packets: coalesce is False).
             self._say(P.pack_ack(h.source_id, h.seq))
-            self._newest = (h, payload)
-            return
+            if self.coalesce:
+                self._newest = (h, payload)
+                return
         self._accept(h, payload)
 
     def _accept(self, h: P.FrameHeader, payload: Any) -> None:
