@@ -19,6 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .. import _stream
 from ..errors import StreamEndedError, StreamExistsError, StreamTimeoutError
+from ..info import stat as _stat
 from . import video
 from .base import SLICE_S, TICK_S, BridgeStats
 from .encode import packet_stream_name
@@ -160,6 +161,10 @@ class DecoderStage:
         try:
             raw, owned = _stream.create(name, shape=shape, dtype="uint8", slots=self.slots or 4, meta_capacity=self._meta_capacity), True
         except StreamExistsError:
+            info = _stat(name)
+            if not info.creator_alive:  # left by a subscriber that died: ours now
+                _stream.unlink(name)
+                return self._open_raw(shape)
             raw, owned = _stream.open(name), False
             if raw.shape != tuple(shape) or str(raw.dtype) != "uint8":
                 have = (raw.shape, raw.dtype)

@@ -1,0 +1,333 @@
+"""Encoded bridges (framebus.net.publish(encode=...)): keyframe on join, restart, a lossy and
+late link, end of stream, the packet path into ``framebus record``, bad input.
+
+Frames are 320x240 moving test patterns whose content is a function of their frame_id, so a
+decoded picture is checked against what was written: a picture decoded from missing
+references (grey smears, blocks) is far from its source. Waits are generous upper bounds,
+never measurements.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+import framebus
+
+pytest.importorskip("zmq")
+av = pytest.importorskip("av")
+net = pytest.importorskip("framebus.net")
+from framebus._bridge import video  # noqa: E402
+
+H, W = 240, 320
+BOUND = 30.0
+#: Mean absolute difference (0-255) under which a decoded picture counts as its source: x264 at
+#: 2 Mbit/s stays near 1-3 on this pattern; a picture decoded from missing data is tens off.
+CLOSE = 12.0
+_yy, _xx = np.mgrid[0:H, 0:W]
+
+
+def picture(i: int) -> np.ndarray:
+    a = np.empty((H, W, 3), np.uint8)
+    a[..., 0] = (_xx + 5 * i) & 255
+    a[..., 1] = (_yy + 3 * i) & 255
+    a[..., 2] = ((_xx // 16 + _yy // 16 + i // 4) % 2) * 200
+    return a
+
+
+def error(arr: np.ndarray, i: int) -> float:
+    return float(np.abs(arr.astype(np.int16) - picture(i)).mean())
+
+
+def wait_until(cond, what, timeout=BOUND):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def names():
+    prefix = f"t-video-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    made = []
+
+    def make(suffix):
+        made.append(f"{prefix}-{suffix}")
+        return made[-1]
+
+    yield make
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"framebus.{prefix}")]
+    for n in left:
+        framebus.unlink(n[len("framebus."):])
+    assert not left, f"streams left behind: {left}"
+
+
+class Writer:
+    """Writes picture(i) with frame_id=i at about ``fps`` until stopped (or ``count`` frames)."""
+
+    def __init__(self, stream, fps=60.0, count=None):
+        self.stream, self.period, self.count = stream, 1.0 / fps, count
+        self.written = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        i = 1
+        while not self._stop.is_set() and (self.count is None or i <= self.count):
+            self.stream.write(picture(i), frame_id=i, timeout=BOUND)
+            self.written = i
+            i += 1
+            self._stop.wait(self.period)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(BOUND)
+
+
+def read_pictures(name, n, timeout=BOUND):
+    """The next ``n`` (frame_id, array) of local stream ``name`` (opened when it appears)."""
+    wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{name}"), f"local stream {name}", timeout)
+    out = []
+    with framebus.open(name) as r:
+        while len(out) < n:
+            with r.wait_view(timeout) as f:
+                out.append((f.frame_id, np.array(f)))
+    return out
+
+
+@pytest.fixture
+def source(names):
+    src = framebus.create(names("src"), shape=(H, W, 3), dtype=np.uint8, slots=4)
+    yield src
+    src.unlink()
+
+
+def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
+    # gop 1000: no natural keyframe comes in this test, so the joiner's first is forced for it
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
+    try:
+        wait_until(lambda: pub.encoder.pictures > 20, "pictures encoded before anyone joins")
+        keyframes_before = pub.encoder.keyframes
+        # the packets go into a stream made here, so that a reader sees the very first one
+        out = pub.encoder._out
+        mine = framebus.create(names("pk"), capacity=out.size, slots=out.slots, meta_capacity=out.meta_capacity)
+        r = framebus.open(mine.name, mode="lossless")
+        packets = net.subscribe(pub.endpoint, mine.name, packets=True)
+        decoded = net.subscribe(pub.endpoint, names("dec"))
+        try:
+            with r:
+                frame = r.wait_view(BOUND)
+                with frame:
+                    assert frame.codec == "h264"
+                    header = video.unpack_header(frame.meta)
+                    assert header is not None and header.key
+                    data, fid = bytes(memoryview(frame)), frame.frame_id
+            ctx = av.CodecContext.create("h264", "r")
+            pictures = ctx.decode(av.Packet(data)) + ctx.decode(None)
+            assert pictures, "the first packet alone did not decode"
+            assert error(pictures[0].to_ndarray(format="rgb24"), fid) < CLOSE
+            got = read_pictures(decoded.raw_stream, 10)
+            for fid, arr in got:
+                assert arr.shape == (H, W, 3) and arr.dtype == np.uint8
+                assert error(arr, fid) < CLOSE, f"picture {fid} is not its source"
+            assert decoded.decoder.first_from_keyframe is True
+            assert decoded.decoder.skipped == 0
+            assert pub.encoder.keyframes > keyframes_before  # forced for the joiners
+        finally:
+            packets.stop()
+            decoded.stop()
+            mine.unlink()
+    finally:
+        writer.stop()
+        pub.stop()
+
+
+def test_end_of_stream_reaches_the_subscriber_after_every_picture(names, source):
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", mode="lossless")
+    sub = net.subscribe(pub.endpoint, names("dec"))
+    try:
+        wait_until(lambda: pub.stats.peers == 1, "the subscriber")
+        writer = Writer(source, fps=200, count=40)
+        wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.raw_stream}"), "the decoded stream")
+        with framebus.open(sub.raw_stream, mode="lossless") as r:
+            wait_until(lambda: writer.written == 40, "the writer's 40 frames")
+            writer.stop()
+            source.end()
+            seen = []
+            with pytest.raises(framebus.StreamEndedError):
+                while True:
+                    with r.wait_view(BOUND) as f:
+                        assert error(np.asarray(f), f.frame_id) < CLOSE
+                        seen.append(f.frame_id)
+        assert seen and seen[-1] == 40, seen  # lossless: up to the last one
+        assert seen == sorted(seen)
+    finally:
+        sub.stop()
+        pub.stop()
+
+
+def test_subscriber_killed_and_restarted_resumes(names, source, spawn):
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000, heartbeat_ivl=0.2, peer_timeout=1.5)
+    local = names("dec")
+    try:
+        child = spawn(textwrap.dedent(f"""
+            import framebus.net as net, sys, time
+            sub = net.subscribe({pub.endpoint!r}, {local!r})
+            while sub.decoder is None or sub.decoder.pictures < 5:
+                time.sleep(0.01)
+            print("decoding", flush=True)
+            time.sleep(60)
+        """))
+        child.expect("decoding")
+        child.kill()  # SIGKILL: no BYE, its streams left behind
+        child.close()
+        sub = net.subscribe(pub.endpoint, local, heartbeat_ivl=0.2, peer_timeout=1.5)
+        try:
+            # the dead child's stream is replaced at the first picture: read the new one
+            wait_until(lambda: sub.decoder is not None and sub.decoder.pictures > 0, "the first picture")
+            for fid, arr in read_pictures(local, 10):
+                assert error(arr, fid) < CLOSE
+            assert sub.decoder.first_from_keyframe is True
+        finally:
+            sub.stop()
+        assert not os.path.exists(f"/dev/shm/framebus.{local}")
+    finally:
+        writer.stop()
+        pub.stop()
+
+
+def test_packet_path_records_a_playable_file(names, source, tmp_path):
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=15)
+    sub = net.subscribe(pub.endpoint, names("pk"), packets=True)
+    out = tmp_path / "out.mp4"
+    try:
+        wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.stream_name}"), "the packet stream")
+        rec = subprocess.run(
+            [sys.executable, "-m", "framebus", "record", sub.stream_name, str(out), "--frames", "30"],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert rec.returncode == 0, rec.stderr
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+    ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
+    probe = subprocess.run([ffmpeg, "-v", "error", "-i", str(out), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert not probe.stderr.strip(), probe.stderr  # no decoding error
+    frames = np.frombuffer(probe.stdout, np.uint8).reshape(-1, H, W, 3)
+    assert len(frames) == 30
+
+
+def test_lossy_late_link_never_yields_a_corrupt_picture(names, source, tmp_path):
+    """A veth pair into a network namespace with netem (delay, jitter, loss, reordering): the
+    subscriber runs in the namespace; every decoded picture must be its source."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None:
+        pytest.skip("needs root and iproute2 (ip, tc) to build a network namespace with netem")
+    ns = f"fbv{os.getpid() % 100000}{uuid.uuid4().hex[:4]}"
+    host, peer = f"vh{ns[3:]}"[:15], f"vp{ns[3:]}"[:15]
+    net_a = 10 + os.getpid() % 200
+
+    def sh(*cmd, check=True):
+        return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+    try:
+        sh("ip", "netns", "add", ns)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot create a network namespace here: {exc.stderr.strip()}")
+    try:
+        try:
+            sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+            sh("ip", "link", "set", peer, "netns", ns)
+            sh("ip", "addr", "add", f"10.{net_a}.77.1/24", "dev", host)
+            sh("ip", "link", "set", host, "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.{net_a}.77.2/24", "dev", peer)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", peer, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            for dev, prefix in ((host, ()), (peer, ("ip", "netns", "exec", ns))):
+                sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "15ms", "10ms", "loss", "3%", "reorder", "5%")
+        except subprocess.CalledProcessError as exc:
+            pytest.skip(f"cannot set up veth + netem here: {exc.stderr.strip()}")
+        writer = Writer(source, fps=60)
+        pub = net.publish(source.name, f"tcp://10.{net_a}.77.1:*", encode="h264", bitrate="2M", gop=30, hwm=2)
+        local = names("dec")
+        code = textwrap.dedent(f"""
+            import framebus.net as net, time
+            sub = net.subscribe({pub.endpoint!r}, {local!r}, hwm=2)
+            deadline = time.monotonic() + 60
+            while (sub.decoder is None or sub.decoder.pictures < 80) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            print("skipped", sub.decoder.skipped if sub.decoder else -1, "pictures", sub.decoder.pictures if sub.decoder else -1, flush=True)
+            sub.stop()
+        """)
+        try:
+            child = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                checked = 0
+                wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{local}") or child.poll() is not None, "the decoded stream", 60)
+                if child.poll() is None:
+                    with framebus.open(local) as r:
+                        while child.poll() is None:
+                            try:
+                                f = r.wait_view(0.5)
+                            except (TimeoutError, framebus.StreamEndedError):
+                                continue
+                            with f:
+                                assert error(np.asarray(f), f.frame_id) < CLOSE, f"picture {f.frame_id} is corrupt"
+                            checked += 1
+                out, err = child.communicate(timeout=90)
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+            assert child.returncode == 0, err
+            assert checked > 10, (out, err)
+        finally:
+            writer.stop()
+            pub.stop()
+            if os.path.exists(f"/dev/shm/framebus.{local}"):
+                framebus.unlink(local)
+    finally:
+        sh("ip", "netns", "del", ns, check=False)
+        sh("ip", "link", "del", host, check=False)
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        (dict(encode="vp9"), "encode must be one of"),
+        (dict(bitrate="8M"), "give encode="),
+        (dict(encode="h264", bitrate="fast"), "is not a rate"),
+        (dict(encode="h264", gop=0), "gop must be"),
+        (dict(encode="h264", encoder="no_such_encoder"), "does not work here"),
+        (dict(encode="h264", compress="zstd"), "compress= does not apply"),
+    ],
+)
+def test_bad_settings_are_refused(names, source, fields, match):
+    with pytest.raises(ValueError, match=match):
+        net.publish(source.name, "tcp://127.0.0.1:*", **fields)
+
+
+def test_a_stream_that_is_not_an_image_is_refused(names):
+    s = framebus.create(names("f32"), shape=(8, 8), dtype=np.float32)
+    try:
+        with pytest.raises(ValueError, match="uint8 images"):
+            net.publish(s.name, "tcp://127.0.0.1:*", encode="h264")
+    finally:
+        s.unlink()
