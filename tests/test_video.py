@@ -235,6 +235,43 @@ def test_packet_path_records_a_playable_file(names, source, tmp_path):
     assert len(frames) == 30
 
 
+def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
+    """Loss without netem: one packet in five is lost between the subscriber's socket and its
+    packet stream (acknowledged, never stored); the decoder must skip to the next keyframe
+    each time, never decode across the hole, and count what it skipped."""
+    import random
+
+    from framebus._bridge import protocol
+    from framebus._bridge.decode import VideoSubscriber
+
+    rng = random.Random(1234)
+    writer = Writer(source, fps=100)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=8)
+    local = names("dec")
+    sub = VideoSubscriber(pub.endpoint, local, net.SubscribeOptions())
+    kept = sub._frame
+    lost = []
+
+    def lossy(h, payload):
+        if rng.random() < 0.2:
+            lost.append(h.seq)
+            sub._say(protocol.pack_ack(h.source_id, h.seq))
+            return
+        kept(h, payload)
+
+    sub._frame = lossy
+    sub._start()
+    try:
+        for fid, arr in read_pictures(local, 60):
+            assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
+        assert lost and sub.decoder.skipped > 0
+        assert sub.stats.dropped >= sub.decoder.skipped
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+
+
 def test_lossy_late_link_never_yields_a_corrupt_picture(names, source, tmp_path):
     """A veth pair into a network namespace with netem (delay, jitter, loss, reordering): the
     subscriber runs in the namespace; every decoded picture must be its source."""
