@@ -17,6 +17,7 @@ on the wire as soon as it is encoded.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ CODECS: Dict[str, Dict[str, Any]] = {
 ENCODER_OPTIONS: Dict[str, Dict[str, str]] = {
     "libx264": {"preset": "ultrafast", "tune": "zerolatency", "forced-idr": "1"},
     "libx265": {"preset": "ultrafast", "tune": "zerolatency", "forced-idr": "1", "x265-params": "bframes=0:log-level=error"},
-    "libsvtav1": {"preset": "12", "svtav1-params": "pred-struct=1:lookahead=0"},
+    "libsvtav1": {"preset": "10", "svtav1-params": "pred-struct=1:rc=2:lookahead=0"},
     "libaom-av1": {"cpu-used": "8", "usage": "realtime", "lag-in-frames": "0"},
     "h264_nvenc": {"preset": "p1", "tune": "ull", "zerolatency": "1", "delay": "0", "forced-idr": "1"},
     "hevc_nvenc": {"preset": "p1", "tune": "ull", "zerolatency": "1", "delay": "0", "forced-idr": "1"},
@@ -197,6 +198,8 @@ def pick_encoder(settings: VideoSettings) -> str:
 def _encoder_context(av: Any, name: str, width: int, height: int, bitrate: int, gop: int, fps: int) -> Any:
     from fractions import Fraction
 
+    if name == "libsvtav1":
+        os.environ.setdefault("SVT_LOG", "1")  # errors only: SVT-AV1 prints its banner to stderr
     ctx = av.CodecContext.create(name, "w")
     ctx.width, ctx.height = width, height
     ctx.pix_fmt = "yuvj420p" if name == "mjpeg" else "yuv420p"
