@@ -368,3 +368,24 @@ def test_a_stream_that_is_not_an_image_is_refused(names):
             net.publish(s.name, "tcp://127.0.0.1:*", encode="h264")
     finally:
         s.unlink()
+
+
+@pytest.mark.parametrize("codec", ["hevc", "av1", "mjpeg"])
+def test_other_codecs_round_trip(names, source, codec):
+    if not video.encoder_works(video.CODECS[codec]["software"][0]):
+        pytest.skip(f"this PyAV has no {video.CODECS[codec]['software'][0]}")
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode=codec, bitrate="4M", encoder=video.CODECS[codec]["software"][0])
+    local = names("dec")
+    sub = net.subscribe(pub.endpoint, local)
+    try:
+        for fid, arr in read_pictures(local, 5):
+            assert error(arr, fid) < CLOSE
+        from framebus._bridge.status import by_stream
+
+        # framebus ls shows the encoded link: the codec, its rate, what was skipped
+        wait_until(lambda: any(f"{codec} " in line and "decoded" in line for line in by_stream().get(local, [])), "the subscriber's status line")
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()

@@ -241,5 +241,6 @@ class VideoSubscriber(Subscriber):
     def _record(self) -> Dict[str, Any]:
         record = super()._record()
         if self.decoder is not None:
+            record["stream"] = self.raw_stream
             record["video"] = {"codec": self.decoder.codec, "pictures": self.decoder.pictures, "skipped": self.decoder.skipped}
         return record

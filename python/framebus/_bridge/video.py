@@ -208,7 +208,11 @@ def _encoder_context(av: Any, name: str, width: int, height: int, bitrate: int, 
     ctx.bit_rate = bitrate
     ctx.gop_size = gop
     ctx.max_b_frames = 0
-    ctx.options = dict(ENCODER_OPTIONS.get(name, {}))
+    options = dict(ENCODER_OPTIONS.get(name, {}))
+    if name != "mjpeg":
+        # A rate cap with a buffer of 1/8 s: a keyframe cannot burst far above the bitrate.
+        options.update(maxrate=str(bitrate), bufsize=str(bitrate // 8))
+    ctx.options = options
     ctx.open()
     return ctx
 
