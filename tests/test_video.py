@@ -272,6 +272,82 @@ def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
         pub.stop()
 
 
+class DelayingRelay:
+    """A TCP relay on 127.0.0.1 that holds each chunk from the publisher for a random 0-40 ms
+    (in order, as a congested link does); the other direction passes at once."""
+
+    def __init__(self, upstream_port):
+        import random
+        import socket
+
+        self.rng = random.Random(99)
+        self.upstream = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.socks = []
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+
+        self.listener.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                down, _ = self.listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            up = socket.create_connection(("127.0.0.1", self.upstream))
+            self.socks += [down, up]
+            threading.Thread(target=self._pump, args=(up, down, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(down, up, False), daemon=True).start()
+
+    def _pump(self, src, dst, delay):
+        try:
+            while not self._stop.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                if delay:
+                    time.sleep(self.rng.random() * 0.04)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(2)
+                except OSError:
+                    pass
+
+    def close(self):
+        self._stop.set()
+        self.listener.close()
+        for s in self.socks:
+            s.close()
+
+
+def test_delayed_link_never_yields_a_corrupt_picture(names, source):
+    """A link that holds packets back: the subscriber (window 1) keeps running out of credit,
+    the publisher skips packets for it and restarts it at a (forced) keyframe; every decoded
+    picture is still its source."""
+    writer = Writer(source, fps=100)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
+    relay = DelayingRelay(int(pub.endpoint.rsplit(":", 1)[1]))
+    local = names("dec")
+    sub = net.subscribe(f"tcp://127.0.0.1:{relay.port}", local, hwm=1)
+    try:
+        for fid, arr in read_pictures(local, 20):
+            assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
+        assert pub.gate.held > 0  # the gate did hold packets back
+        assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
+    finally:
+        sub.stop()
+        relay.close()
+        writer.stop()
+        pub.stop()
+
+
 def test_lossy_late_link_never_yields_a_corrupt_picture(names, source, tmp_path):
     """A veth pair into a network namespace with netem (delay, jitter, loss, reordering): the
     subscriber runs in the namespace; every decoded picture must be its source."""
