@@ -114,7 +114,7 @@ def _writer(results: Any, target: Any, shape: Any, count: int, times: Any, go: A
             if proc is not None:
                 assert proc.stdin is not None
                 proc.stdin.write(frame.data)
-            else:
+            elif stream is not None:
                 stream.write(frame, frame_id=k)
     finally:
         if proc is not None:
@@ -304,7 +304,8 @@ def _run_bridge(ctx: Context, shape: Any, encode: Optional[str], warm: float, me
             sub = net.subscribe(pub["endpoint"], name)
             try:
                 while time.monotonic() - t0 < 10:
-                    pictures = sub.decoder.pictures if sub.decoder is not None else (sub.frames if not encode else 0)
+                    decoder = getattr(sub, "decoder", None)
+                    pictures = decoder.pictures if decoder is not None else (sub.frames if not encode else 0)
                     if pictures:
                         firsts.append((time.monotonic() - t0) * 1000)
                         break

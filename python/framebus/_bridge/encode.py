@@ -42,13 +42,14 @@ class EncoderStage:
         self.mode = mode
         src = _stream.open(source, mode=mode, device="cpu")
         try:
-            if src.variable or src.dtype is None or str(src.dtype) != "uint8" or len(src.shape) not in (2, 3):
+            shape = tuple(src.shape or ())
+            if src.variable or src.dtype is None or str(src.dtype) != "uint8" or len(shape) not in (2, 3):
                 raise InvalidArgumentError(
                     f"stream {source!r} holds {'variable-shape frames' if src.variable else f'frames of shape {src.shape} dtype {src.dtype}'}; "
                     "an encoded bridge takes uint8 images of shape (height, width), (height, width, 3) or (height, width, 4)"
                 )
-            height, width = src.shape[:2]
-            channels = 1 if len(src.shape) == 2 else src.shape[2]
+            height, width = shape[:2]
+            channels = 1 if len(shape) == 2 else shape[2]
             if channels not in video.PIXEL_FORMATS or height % 2 or width % 2:
                 raise InvalidArgumentError(
                     f"stream {source!r} has frames of shape {src.shape}; an encoded bridge takes even widths and heights and 1, 3 or 4 channels"
