@@ -232,7 +232,7 @@ def test_packet_path_records_a_playable_file(names, source, tmp_path):
     assert probe.returncode == 0, probe.stderr
     assert not probe.stderr.strip(), probe.stderr  # no decoding error
     frames = np.frombuffer(probe.stdout, np.uint8).reshape(-1, H, W, 3)
-    assert len(frames) == 30
+    assert len(frames) == 30, f"{len(frames)} pictures in the file"
 
 
 def test_dropped_packets_never_yield_a_corrupt_picture(names, source):

@@ -87,6 +87,8 @@ class Subscriber(Bridge):
         #: Latest mode: store only the newest of the frames waiting (False for encoded packets,
         #: where each one is needed; set from the publisher's WELCOME).
         self.coalesce = True
+        #: The codec of the packets an encoded publisher sends (from its WELCOME), else None.
+        self.packet_codec: Optional[str] = None
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
@@ -238,7 +240,10 @@ class Subscriber(Bridge):
         if self.epoch and epoch != self.epoch:
             self.reconnects += 1
         self.epoch, self.mode, self.connected = epoch, mode, True
-        self.coalesce = not body.get("video")
+        video = body.get("video")
+        self.coalesce = not video
+        codec = video.get("codec") if isinstance(video, dict) else None
+        self.packet_codec = codec if isinstance(codec, str) else None
         self.publisher_host = str(body.get("host", ""))
         if body.get("compress") == "zstd" and self._decompressor is None:
             self._decompressor = codec.Decompressor()
@@ -349,6 +354,9 @@ class Subscriber(Bridge):
         """One copy through write(), straight from ZeroMQ's buffer (GIL released, streaming
         stores for large frames: faster than filling a loan with NumPy)."""
         if s.variable:
+            if h.flags & P.F_PACKET:  # an encoded packet without its table
+                s.write(data, codec=self.packet_codec, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns, seq=seq)
+                return
             raw: Any = data
             if h.flags & P.F_ZSTD:
                 raw = bytearray(h.nbytes)
