@@ -242,8 +242,8 @@ class Subscriber(Bridge):
         self.epoch, self.mode, self.connected = epoch, mode, True
         video = body.get("video")
         self.coalesce = not video
-        codec = video.get("codec") if isinstance(video, dict) else None
-        self.packet_codec = codec if isinstance(codec, str) else None
+        named = video.get("codec") if isinstance(video, dict) else None
+        self.packet_codec = named if isinstance(named, str) else None
         self.publisher_host = str(body.get("host", ""))
         if body.get("compress") == "zstd" and self._decompressor is None:
             self._decompressor = codec.Decompressor()
