@@ -203,7 +203,7 @@ def _ffmpeg_cmds(ffmpeg: str, shape: Any, transport: str, port: int, progress: s
     else:
         send.append(f"srt://127.0.0.1:{port}?mode=caller&latency=20000&pkt_size=1316")
         recv += ["-i", f"srt://127.0.0.1:{port}?mode=listener&latency=20000"]
-    recv += ["-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"]
+    recv += ["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1"]  # no repeated pictures
     return send, recv
 
 

@@ -46,6 +46,7 @@ class DecoderStage:
         self._owned = False
         self._meta_capacity = 256
         self._lock = threading.Lock()
+        self._wake = threading.Event()  # a handle was attached, or stop()
         self._pending: Any = None
         self.error: Optional[BaseException] = None
         #: Pictures decoded into the raw stream; packets skipped (missed references, waiting
@@ -58,6 +59,7 @@ class DecoderStage:
 
     def stop(self, *, unlink: bool = True) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(10)
         raw, self._raw = self._raw, None
@@ -81,6 +83,7 @@ class DecoderStage:
         written (by the subscriber, whenever it creates that stream); replaces the one before."""
         with self._lock:
             self._pending = handle
+        self._wake.set()
 
     def _run(self) -> None:
         pk: Any = None
@@ -94,7 +97,8 @@ class DecoderStage:
                     pk = handle
                     self._meta_capacity = max(16, pk.meta_capacity - video.HEADER_BYTES)
                 if pk is None:
-                    self._stop.wait(SLICE_S)
+                    self._wake.wait(SLICE_S)
+                    self._wake.clear()
                     continue
                 try:
                     frame = pk.wait_view(SLICE_S)
