@@ -465,3 +465,51 @@ def test_other_codecs_round_trip(names, source, codec):
         sub.stop()
         writer.stop()
         pub.stop()
+
+
+def test_a_restarted_producer_is_followed_at_its_new_size(names):
+    """The producer removes its stream and creates it again at another size: the publisher
+    follows it (a new encoder run, keyframe first) and the subscriber's decoded stream is
+    created again at the new size."""
+    name = names("src")
+    first = framebus.create(name, shape=(H, W, 3), dtype=np.uint8, slots=4)
+    writer = Writer(first)
+    pub = net.publish(name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
+    local = names("dec")
+    sub = net.subscribe(pub.endpoint, local)
+    try:
+        for fid, arr in read_pictures(local, 3):
+            assert error(arr, fid) < CLOSE
+        writer.stop()
+        first.unlink()
+        second = framebus.create(name, shape=(H // 2, W // 2, 3), dtype=np.uint8, slots=4)
+        try:
+            for i in range(1, 400):
+                second.write(picture(i)[::2, ::2].copy(), frame_id=i)
+                time.sleep(0.01)
+                try:
+                    with framebus.open(local) as r:
+                        if r.shape == (H // 2, W // 2, 3) and r.write_sequence > 0:
+                            with r.view() as f:
+                                assert float(np.abs(np.asarray(f).astype(np.int16) - picture(f.frame_id)[::2, ::2]).mean()) < CLOSE
+                            break
+                except FileNotFoundError:
+                    pass
+            else:
+                raise AssertionError("the subscriber never decoded a picture of the new size")
+        finally:
+            second.unlink()
+    finally:
+        sub.stop()
+        pub.stop()
+
+
+def test_a_second_encoder_of_the_same_stream_is_refused(names, source):
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264")
+    try:
+        with pytest.raises(framebus.StreamExistsError, match="already encoded as h264 by another publisher"):
+            net.publish(source.name, "tcp://127.0.0.1:*", encode="h264")
+        assert pub.running  # its packet stream was left alone
+        assert os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
+    finally:
+        pub.stop()

@@ -10,13 +10,15 @@ with the keyframe gate: a subscriber starts with a keyframe, forced for it when 
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import _stream
-from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamTimeoutError
+from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamNotFoundError, StreamTimeoutError
+from ..info import stat as _stat
 from . import protocol as P, video
 from .base import SLICE_S, TICK_S
 from .errors import BridgeError
@@ -42,30 +44,26 @@ class EncoderStage:
         self.mode = mode
         src = _stream.open(source, mode=mode, device="cpu")
         try:
-            shape = tuple(src.shape or ())
-            if src.variable or src.dtype is None or str(src.dtype) != "uint8" or len(shape) not in (2, 3):
-                raise InvalidArgumentError(
-                    f"stream {source!r} holds {'variable-shape frames' if src.variable else f'frames of shape {src.shape} dtype {src.dtype}'}; "
-                    "an encoded bridge takes uint8 images of shape (height, width), (height, width, 3) or (height, width, 4)"
-                )
-            height, width = shape[:2]
-            channels = 1 if len(shape) == 2 else shape[2]
-            if channels not in video.PIXEL_FORMATS or height % 2 or width % 2:
-                raise InvalidArgumentError(
-                    f"stream {source!r} has frames of shape {src.shape}; an encoded bridge takes even widths and heights and 1, 3 or 4 channels"
-                )
+            self.height, self.width, self.channels = _geometry(source, src)
             self.encoder_name = video.pick_encoder(settings)
-            self.width, self.height, self.channels = width, height, channels
             self.packet_name = packet_stream_name(source, settings.codec)
             capacity = max(256 * 1024, src.size // 2)
             try:
                 self._out = _stream.create(self.packet_name, capacity=capacity, slots=self.SLOTS, meta_capacity=src.meta_capacity + video.HEADER_BYTES)
             except StreamExistsError:
+                if _stat(self.packet_name).creator_alive:
+                    raise StreamExistsError(
+                        17, f"stream {source!r} is already encoded as {settings.codec} by another publisher (its packet stream "
+                        f"{self.packet_name!r} exists): subscribe to that publisher, or stop it first"
+                    ) from None
                 _stream.unlink(self.packet_name)  # left by a publisher that died: ours now
                 self._out = _stream.create(self.packet_name, capacity=capacity, slots=self.SLOTS, meta_capacity=src.meta_capacity + video.HEADER_BYTES)
         except BaseException:
             src.close()
             raise
+        self._src_path = _stat(source).path
+        self._src_ino = os.stat(self._src_path).st_ino
+        self._next_check = 0.0
         src.set_role("bridge out", f"{self.encoder_name} -> {self.packet_name}")
         self._src = src
         self._stop = threading.Event()
@@ -104,18 +102,20 @@ class EncoderStage:
             self.error = exc
 
     def _run(self) -> None:
-        src = self._src
         # Latest mode: the picture written before we attached is encoded first (a still source
         # is sent too); lossless mode starts with the frames written after.
-        current = self.mode == "latest" and src.write_sequence > 0
+        current = self.mode == "latest" and self._src.write_sequence > 0
         while not self._stop.is_set():
+            src = self._src
             try:
                 frame = src.view(timeout=0) if current else src.wait_view(SLICE_S)
                 current = False
             except TimeoutError:
+                current = self._follow()
                 continue
             except StreamEndedError:
                 self._end()
+                current = self._follow()
                 continue
             with frame:
                 now = time.monotonic()
@@ -134,6 +134,40 @@ class EncoderStage:
                     self._last_key = now
                     self.keyframes += 1
                 self._put(data, key, ts, fid, meta)
+
+    def _follow(self) -> bool:
+        """Follows a source that was removed and created again (a restarted producer): opens
+        the new one, and starts a new encoder run (a keyframe first) when its pictures come,
+        at their size. Checked about every TICK_S while no picture comes. Whether the new
+        source has a picture to encode at once."""
+        now = time.monotonic()
+        if now < self._next_check:
+            return False
+        self._next_check = now + TICK_S
+        try:
+            ino = os.stat(self._src_path).st_ino
+        except FileNotFoundError:
+            return False
+        if ino == self._src_ino:
+            return False
+        try:
+            src = _stream.open(self.source, mode=self.mode, device="cpu")
+        except (FileNotFoundError, StreamNotFoundError):
+            return False
+        try:
+            geometry = _geometry(self.source, src)
+        except InvalidArgumentError:
+            src.close()
+            raise
+        if self._enc is not None:
+            for data, key in self._enc.flush():
+                self._put(data, key, 0, 0, b"")
+            self._enc = None
+        self._src.close()
+        src.set_role("bridge out", f"{self.encoder_name} -> {self.packet_name}")
+        self._src, self._src_ino = src, ino
+        self.height, self.width, self.channels = geometry
+        return self.mode == "latest" and src.write_sequence > 0
 
     def _put(self, data: bytes, key: bool, ts: int, fid: int, meta: bytes) -> None:
         header = video.pack_header(video.PacketHeader(key, self.channels, self.width, self.height, self._session, self._index))
@@ -164,6 +198,22 @@ class EncoderStage:
             "codec": self.settings.codec, "encoder": self.encoder_name, "bitrate": self.settings.bitrate, "gop": self.settings.gop,
             "pictures": self.pictures, "keyframes": self.keyframes, "forced_keyframes": self.forced_keyframes,
         }
+
+
+def _geometry(name: str, src: Any) -> Tuple[int, int, int]:
+    """(height, width, channels) of the pictures of stream ``src``; InvalidArgumentError for a
+    stream an encoder cannot take."""
+    shape = tuple(src.shape or ())
+    if src.variable or src.dtype is None or str(src.dtype) != "uint8" or len(shape) not in (2, 3):
+        raise InvalidArgumentError(
+            f"stream {name!r} holds {'variable-shape frames' if src.variable else f'frames of shape {src.shape} dtype {src.dtype}'}; "
+            "an encoded bridge takes uint8 images of shape (height, width), (height, width, 3) or (height, width, 4)"
+        )
+    height, width = shape[:2]
+    channels = 1 if len(shape) == 2 else shape[2]
+    if channels not in video.PIXEL_FORMATS or height % 2 or width % 2:
+        raise InvalidArgumentError(f"stream {name!r} has frames of shape {src.shape}; an encoded bridge takes even widths and heights and 1, 3 or 4 channels")
+    return height, width, channels
 
 
 class VideoPublisher(Publisher):
