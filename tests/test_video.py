@@ -513,3 +513,16 @@ def test_a_second_encoder_of_the_same_stream_is_refused(names, source):
         assert os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
     finally:
         pub.stop()
+
+
+def test_top_shows_encoder_bitrate_and_keyframe_interval(names, source):
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=45)
+    try:
+        wait_until(lambda: pub.encoder.bits_per_s > 0, "a bitrate figure")
+        out = subprocess.run([sys.executable, "-m", "framebus", "top", "--once", source.name], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "libx264" in out.stdout and "Mbit/s" in out.stdout and "gop 45" in out.stdout, out.stdout
+    finally:
+        writer.stop()
+        pub.stop()

@@ -76,6 +76,10 @@ class EncoderStage:
         self.error: Optional[BaseException] = None
         #: Pictures encoded, keyframes among them (forced ones counted apart), packet bytes.
         self.pictures = self.keyframes = self.forced_keyframes = self.packet_bytes = 0
+        #: Bits per second the encoder put out (over about the last second).
+        self.bits_per_s = 0.0
+        self._label_at = 0.0
+        self._label_bytes = 0
 
     # -- the thread --------------------------------------------------------------------------
     def start(self) -> None:
@@ -129,11 +133,21 @@ class EncoderStage:
                 self._want_key = False
                 self.forced_keyframes += 1
             self.pictures += 1
+            if now >= self._label_at + 1.0:
+                self._label(now)
             for data, key in packets:
                 if key:
                     self._last_key = now
                     self.keyframes += 1
                 self._put(data, key, ts, fid, meta)
+
+    def _label(self, now: float) -> None:
+        """What ``framebus top`` shows on this handle's row: encoder, bitrate, keyframe interval."""
+        dt = now - self._label_at
+        if self._label_at and dt > 0:
+            self.bits_per_s = (self.packet_bytes - self._label_bytes) * 8 / dt
+        self._label_at, self._label_bytes = now, self.packet_bytes
+        self._src.set_role("bridge out", f"{self.encoder_name} {self.bits_per_s / 1e6:.2f} Mbit/s, gop {self.settings.gop}")
 
     def _follow(self) -> bool:
         """Follows a source that was removed and created again (a restarted producer): opens
@@ -197,6 +211,7 @@ class EncoderStage:
         return {
             "codec": self.settings.codec, "encoder": self.encoder_name, "bitrate": self.settings.bitrate, "gop": self.settings.gop,
             "pictures": self.pictures, "keyframes": self.keyframes, "forced_keyframes": self.forced_keyframes,
+            "bits_per_s": round(self.bits_per_s),
         }
 
 
