@@ -526,3 +526,39 @@ def test_top_shows_encoder_bitrate_and_keyframe_interval(names, source):
     finally:
         writer.stop()
         pub.stop()
+
+
+def test_a_publisher_killed_and_restarted_takes_over_its_packet_stream(names, source, spawn):
+    child = spawn(textwrap.dedent(f"""
+        import framebus.net as net, time
+        pub = net.publish({source.name!r}, "tcp://127.0.0.1:*", encode="h264")
+        print("publishing", flush=True)
+        time.sleep(60)
+    """))
+    child.expect("publishing")
+    child.kill()  # SIGKILL: its packet stream stays behind
+    child.close()
+    assert os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M")
+    local = names("dec")
+    sub = net.subscribe(pub.endpoint, local)
+    try:
+        for fid, arr in read_pictures(local, 3):
+            assert error(arr, fid) < CLOSE
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+    assert not os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
+
+
+@pytest.mark.parametrize("text, bits", [("8M", 8_000_000), ("800k", 800_000), ("2.5M", 2_500_000), ("1G", 1_000_000_000), (2_000_000, 2_000_000), ("6Mbps", 6_000_000)])
+def test_bitrates(text, bits):
+    assert video.parse_bitrate(text) == bits
+
+
+@pytest.mark.parametrize("bad", ["fast", "", "1k", "20G", True, None, [8]])
+def test_bad_bitrates(bad):
+    with pytest.raises((ValueError, TypeError)):
+        video.parse_bitrate(bad)
