@@ -163,15 +163,22 @@ def test_end_of_stream_reaches_the_subscriber_after_every_picture(names, source)
         writer = Writer(source, fps=200, count=40)
         wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.raw_stream}"), "the decoded stream")
         with framebus.open(sub.raw_stream, mode="lossless") as r:
-            wait_until(lambda: writer.written == 40, "the writer's 40 frames")
-            writer.stop()
-            source.end()
+            # read while the writer writes: lossless holds it back to this reader
+
+            def end_after_40():
+                wait_until(lambda: writer.written == 40, "the writer's 40 frames")
+                writer.stop()
+                source.end()
+
+            ender = threading.Thread(target=end_after_40, daemon=True)
+            ender.start()
             seen = []
             with pytest.raises(framebus.StreamEndedError):
                 while True:
                     with r.wait_view(BOUND) as f:
                         assert error(np.asarray(f), f.frame_id) < CLOSE
                         seen.append(f.frame_id)
+            ender.join(BOUND)
         assert seen and seen[-1] == 40, seen  # lossless: up to the last one
         assert seen == sorted(seen)
     finally:

@@ -36,7 +36,7 @@ class EncoderStage:
     creates the packet stream (raising for bad input); ``start()``/``stop()`` run the thread."""
 
     #: Slots of the packet stream.
-    SLOTS = 16
+    SLOTS = 8
 
     def __init__(self, source: str, settings: video.VideoSettings, mode: str) -> None:
         self.source = source
@@ -47,7 +47,11 @@ class EncoderStage:
             self.height, self.width, self.channels = _geometry(source, src)
             self.encoder_name = video.pick_encoder(settings)
             self.packet_name = packet_stream_name(source, settings.codec)
-            capacity = max(256 * 1024, src.size // 2)
+            # Room for a packet: half a raw picture, and (for rate-capped encoders, whose
+            # buffer holds 1/8 s) at most one second of the bitrate: small rings are quick to
+            # create on each side, which a joining subscriber waits for.
+            capacity = src.size // 2 if settings.codec == "mjpeg" else min(src.size // 2, settings.bitrate // 8)
+            capacity = max(256 * 1024, capacity)
             try:
                 self._out = _stream.create(self.packet_name, capacity=capacity, slots=self.SLOTS, meta_capacity=src.meta_capacity + video.HEADER_BYTES)
             except StreamExistsError:
