@@ -1,7 +1,7 @@
 """framebus bench: every speed claim measured side by side with the tools a user would pick
 instead, in one run on one machine (see docs/benchmarks.md).
 
-Suites are plain modules, one per workload family (W1..W10 of the project's benchmark plan),
+Suites are plain modules, one per workload family (W1..W11 of the project's benchmark plan),
 sharing :mod:`framebus_bench.harness`. ``framebus bench`` (framebus.commands.bench) runs them
 with a progress display and writes tables, JSON and plots; :func:`run` does the same from
 Python::
@@ -26,7 +26,7 @@ from .records import Run, SuiteResult, machine_info, versions
 
 @dataclass(frozen=True)
 class SuiteSpec:
-    """A runnable suite: its id (W1..W10), the module and function that run it, what it shows."""
+    """A runnable suite: its id (W1..W11), the module and function that run it, what it shows."""
 
     id: str
     module: str
@@ -49,6 +49,7 @@ SUITES: List[SuiteSpec] = [
     SuiteSpec("W8", "allocs", "run", "allocator calls per frame"),
     SuiteSpec("W9", "idle", "run", "idle CPU of a blocked reader"),
     SuiteSpec("W10", "gpu", "run", "GPU frames (CUDA device memory) between two processes, 1080p and 2160p"),
+    SuiteSpec("W11", "video", "run", "video over a bridge on loopback, 1080p30: H.264, raw, FFmpeg over UDP and SRT"),
     SuiteSpec("sweep", "sweep", "run", "one-way latency and throughput by payload size, 64 B to 32 MiB"),
 ]
 

@@ -83,6 +83,16 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     subscribers allowed to connect (without it any subscriber that has the publisher's public
     key may). ``status``: keep a record for ``framebus ls``.
 
+    ``encode``: ``"h264"``, ``"hevc"``, ``"av1"`` or ``"mjpeg"`` encodes the stream (uint8
+    images of shape (h, w), (h, w, 3) or (h, w, 4), even sizes) with low-latency settings and
+    sends one packet per picture; ``bitrate`` (bits/s, or a string such as ``"8M"``; default
+    8M), ``gop`` (frames between keyframes, default 30) and ``encoder`` (``"auto"``: the first
+    hardware encoder that works here, else software; or an FFmpeg encoder name such as
+    ``"libx264"``) tune it. The packets go through the packet stream ``NAME.CODEC`` (created
+    and removed by the publisher); each subscriber starts with a keyframe, forced for it when
+    it joins (at most one forced every 0.25 s), and one that misses a packet is sent nothing
+    until the next keyframe. Needs PyAV (``framebus[video]``); see docs/video.md.
+
     The end of the source stream (its writer's ``end()``, or the writer closing its handle)
     does not stop the publisher: it sends END to every subscriber after the last frame
     (``source_ended`` is then True) and bridges the frames of a restarted producer as before.
@@ -102,10 +112,21 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
         from ._bridge.zenoh_engine import ZenohLink, ZenohPublisher
 
         link = ZenohLink.take(fields)
-        zpub = ZenohPublisher(stream_name, endpoint, _options(PublishOptions, options, fields), link)
+        zopts = _options(PublishOptions, options, fields)
+        if zopts.encode is not None:
+            raise InvalidArgumentError(
+                "encode= runs on the ZeroMQ engine for now; on Zenoh, publish the raw stream, or encode on the ZeroMQ engine"
+            )
+        zpub = ZenohPublisher(stream_name, endpoint, zopts, link)
         zpub._start()
         return zpub
-    pub = Publisher(stream_name, endpoint, _options(PublishOptions, options, fields))
+    opts = _options(PublishOptions, options, fields)
+    if opts.encode is not None:
+        from ._bridge.encode import VideoPublisher
+
+        pub: Publisher = VideoPublisher(stream_name, endpoint, opts)
+    else:
+        pub = Publisher(stream_name, endpoint, opts)
     pub._start()
     return pub
 
@@ -122,6 +143,14 @@ def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions
     from ZeroMQ's receive buffer into its slot. When the publisher's source is ended, the local
     stream is ended too (``Stream.end()``; ``source_ended`` is then True): local readers get
     every frame, then StreamEndedError; the next frame that arrives starts it again.
+
+    From an encoded publisher (``encode=``) the packets are decoded into ``local_name``, an
+    ordinary stream of the publisher's picture shape (uint8), created at the first keyframe,
+    with each frame's timestamp, frame_id and metadata; the packets pass through the local
+    packet stream ``local_name.CODEC``. Decoding starts at a keyframe and skips to the next one
+    after a missed packet (counted in ``stats.dropped``), so no picture is decoded from missing
+    data. ``packets=True`` keeps the packets in ``local_name`` instead (a byte stream for
+    ``framebus record`` or another bridge).
 
     ``mode``: None takes the publisher's; "latest"/"lossless" insist on it. ``hwm``: frames in
     flight this end accepts. ``shape``/``dtype``: what the frames must be (SpecMismatchError
@@ -155,7 +184,9 @@ def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions
         zsub = ZenohSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields), link)
         zsub._start()
         return zsub
-    sub = Subscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
+    from ._bridge.decode import VideoSubscriber
+
+    sub = VideoSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
     sub._start()
     return sub
 

@@ -47,16 +47,25 @@ class PublishOptions(LinkOptions):
     ``"lossless"``; ``compress`` None or ``"zstd"``/``"zstd:LEVEL"``; frames smaller than
     ``copy_threshold`` bytes are copied into the message, larger ones sent zero-copy from their
     slot; ``curve_certificate`` this end's secret certificate file (CURVE), ``curve_location`` a
-    directory of the public certificates of the subscribers allowed in."""
+    directory of the public certificates of the subscribers allowed in. ``encode`` ``"h264"``,
+    ``"hevc"``, ``"av1"`` or ``"mjpeg"`` sends encoded packets instead of raw frames, at
+    ``bitrate`` (bits/s or "8M"), a keyframe every ``gop`` frames, with ``encoder`` ("auto": a
+    hardware one that works here, else software; or an FFmpeg encoder name); see docs/video.md."""
 
     mode: str = "latest"
     compress: Any = None
     copy_threshold: int = zmq.COPY_THRESHOLD
     curve_certificate: Any = None
     curve_location: Any = None
+    encode: Optional[str] = None
+    bitrate: Any = None
+    gop: Optional[int] = None
+    encoder: Optional[str] = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.encode is None and (self.bitrate, self.gop, self.encoder) != (None, None, None):
+            raise InvalidArgumentError("bitrate, gop and encoder apply to an encoded bridge: give encode='h264' (or hevc, av1, mjpeg) too")
         if self.mode not in ("latest", "lossless"):
             raise InvalidArgumentError(f"mode must be 'latest' or 'lossless', got {self.mode!r}")
         if isinstance(self.copy_threshold, bool) or not isinstance(self.copy_threshold, int) or self.copy_threshold < 0:
@@ -73,7 +82,8 @@ class SubscribeOptions(LinkOptions):
     answer (None: return at once); ``identity`` how the publisher knows this subscriber across
     reconnects (default ``b"HOST/local_name"``); ``keep`` the local stream when stopping;
     ``curve_certificate`` / ``curve_server_certificate`` for CURVE; ``tune_malloc`` keeps
-    ZeroMQ's receive buffers in the heap."""
+    ZeroMQ's receive buffers in the heap; ``packets``: from an encoded publisher, keep its
+    packets in the local stream (a byte stream) instead of decoding them."""
 
     mode: Optional[str] = None
     shape: Any = None
@@ -85,6 +95,7 @@ class SubscribeOptions(LinkOptions):
     curve_certificate: Any = None
     curve_server_certificate: Any = None
     tune_malloc: bool = True
+    packets: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -58,6 +58,9 @@ KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", FRAME: "FRAME", ACK: "ACK", HE
 #: FRAME flags.
 F_ZSTD = 0x1
 F_RESENT = 0x2
+#: The payload is an encoded packet alone (a byte frame of a variable-shape stream, without its
+#: frame table), of the codec the WELCOME's "video" names: an encoded bridge's frames.
+F_PACKET = 0x4
 
 PREFIX = struct.Struct("<4sBBH")
 #: FRAME fixed part: prefix, source_id, seq, timestamp_ns, frame_id, payload bytes (uncompressed),

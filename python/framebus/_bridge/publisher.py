@@ -437,6 +437,10 @@ class Publisher(Bridge):
         elif kind == P.BYE:
             self._forget(peer)
 
+    def _welcome_extra(self) -> Dict[str, Any]:
+        """More for the WELCOME (an encoded bridge says its codec here)."""
+        return {}
+
     def _hello(self, identity: bytes, body: Dict[str, Any], now: float) -> None:
         want = body.get("mode")
         if want not in (None, self.mode):
@@ -459,6 +463,7 @@ class Publisher(Bridge):
         welcome = {
             "epoch": self.epoch, "mode": self.mode, "window": window, "stream": self.stream_name,
             "spec": spec, "compress": self.compress[0] if self.compress else None, "host": _socket.gethostname(),
+            **self._welcome_extra(),
         }
         if not self._send(peer, [P.pack_json(P.WELCOME, welcome)]):
             return

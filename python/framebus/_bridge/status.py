@@ -124,6 +124,13 @@ def summary(rec: Dict[str, Any]) -> str:
     parts.append(f"{rec.get('bytes_per_s', 0.0) / 1e6:.1f} MB/s")
     if rec.get("dropped"):
         parts.append(f"{rec['dropped']} dropped")
+    video = rec.get("video")
+    if isinstance(video, dict):  # an encoded bridge: what encodes, the rate on the wire, the GOP
+        bits = f"{rec.get('bytes_per_s', 0.0) * 8 / 1e6:.2f} Mbit/s"
+        if rec.get("role") == "publish":
+            parts.append(f"{video.get('encoder')} {bits}, keyframe every {video.get('gop')}")
+        else:
+            parts.append(f"{video.get('codec')} {bits} decoded, {video.get('skipped', 0)} skipped")
     if rec.get("stale"):
         parts.append("not updating")
     return " ".join(parts[:1]) + " (" + ", ".join(parts[1:]) + ")"

@@ -84,6 +84,11 @@ class Subscriber(Bridge):
         self._session = secrets.token_hex(8)
         #: Whether the publisher said its source was ended (and no frame came since).
         self.source_ended = False
+        #: Latest mode: store only the newest of the frames waiting (False for encoded packets,
+        #: where each one is needed; set from the publisher's WELCOME).
+        self.coalesce = True
+        #: The codec of the packets an encoded publisher sends (from its WELCOME), else None.
+        self.packet_codec: Optional[str] = None
 
     def _check_endpoint(self, endpoint: Any) -> str:
         """``endpoint`` if this end can connect to it (another engine checks its own form)."""
@@ -239,6 +244,10 @@ class Subscriber(Bridge):
         if self.epoch and epoch != self.epoch:
             self.reconnects += 1
         self.epoch, self.mode, self.connected = epoch, mode, True
+        video = body.get("video")
+        self.coalesce = not video
+        named = video.get("codec") if isinstance(video, dict) else None
+        self.packet_codec = named if isinstance(named, str) else None
         self.publisher_host = str(body.get("host", ""))
         if body.get("compress") == "zstd" and self._decompressor is None:
             self._decompressor = codec.Decompressor()
@@ -264,10 +273,12 @@ class Subscriber(Bridge):
             return
         if self.mode == "latest":
             # Acknowledged on arrival: the publisher sends the next frame while this one is
-            # stored. A newer frame arriving in the same batch replaces it (see _receive).
+            # stored. A newer frame arriving in the same batch replaces it (see _receive),
+            # unless each frame is needed (encoded packets: coalesce is False).
             self._say(P.pack_ack(h.source_id, h.seq))
-            self._newest = (h, payload)
-            return
+            if self.coalesce:
+                self._newest = (h, payload)
+                return
         self._accept(h, payload)
 
     def _accept(self, h: P.FrameHeader, payload: Any) -> None:
@@ -347,6 +358,9 @@ class Subscriber(Bridge):
         """One copy through write(), straight from ZeroMQ's buffer (GIL released, streaming
         stores for large frames: faster than filling a loan with NumPy)."""
         if s.variable:
+            if h.flags & P.F_PACKET:  # an encoded packet without its table
+                s.write(data, codec=self.packet_codec, frame_id=h.frame_id, meta=h.meta, timeout=TICK_S, timestamp_ns=h.timestamp_ns, seq=seq)
+                return
             raw: Any = data
             if h.flags & P.F_ZSTD:
                 raw = bytearray(h.nbytes)

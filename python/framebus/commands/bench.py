@@ -26,7 +26,7 @@ HELP = "benchmark framebus against pyshmem, pyzmq, iceoryx2, turbopipe and the p
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``framebus bench``."""
-    p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W10, sweep, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle, gpu) or all (default: all)")
+    p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W11, sweep, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle, gpu, video) or all (default: all)")
     p.add_argument("--quick", action="store_true", help="shorter measurements (about a quarter of the time)")
     p.add_argument("--smoke", action="store_true", help="tiny frames, first case of each suite only: proves each suite runs (the test suite uses it)")
     p.add_argument("--large", action="store_true", help="add the 10000x10000 float32 case to W2 (needs several GB of /dev/shm)")

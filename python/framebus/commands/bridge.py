@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub.add_argument("endpoint", help="where to listen: tcp://*:5555, tcp://IP:PORT, ipc:///path")
     pub.add_argument("--mode", choices=["latest", "lossless"], default=_default("publish", "mode"), help="latest: newest frame wins (default); lossless: backpressure, nothing dropped")
     pub.add_argument("--compress", default=None, metavar="zstd[:LEVEL]", help="compress each frame (needs framebus[zstd])")
+    pub.add_argument("--encode", choices=["h264", "hevc", "av1", "mjpeg"], default=None, help="send encoded video instead of raw frames (uint8 images; needs framebus[video]; see docs/video.md)")
+    pub.add_argument("--bitrate", default=None, metavar="RATE", help="with --encode: bits per second, e.g. 8M or 800k (default 8M)")
+    pub.add_argument("--gop", type=positive_int, default=None, help="with --encode: frames between keyframes (default 30)")
+    pub.add_argument("--encoder", default=None, metavar="NAME", help="with --encode: auto (a hardware encoder that works here, else software; default) or an FFmpeg encoder such as libx264, h264_nvenc")
     pub.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret): turns CURVE encryption on")
     pub.add_argument("--curve-location", metavar="DIR", help="directory of the public certificates of the subscribers allowed in")
     add_wait_argument(pub)
@@ -48,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--slots", type=int_range(2, 64), default=None, help="slots of the local stream (default: the publisher's)")
     s.add_argument("--timeout", type=positive_float, default=_default("subscribe", "timeout"), help="seconds to wait for the publisher's first answer (default %(default)g)")
     s.add_argument("--keep", action="store_true", help="keep the local stream when stopping")
+    s.add_argument("--packets", action="store_true", help="from an encoded publisher: keep its packets (a byte stream for framebus record or another bridge) instead of decoding them")
     s.add_argument("--curve-server-certificate", metavar="FILE", help="the publisher's public certificate (.key): turns CURVE on")
     s.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret)")
     _common(s, "subscribe")
@@ -123,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             bridge: Any = net.publish(args.name, args.endpoint, net.PublishOptions(
                 mode=args.mode, compress=args.compress, curve_certificate=args.curve_certificate,
                 curve_location=args.curve_location, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout,
+                encode=args.encode, bitrate=args.bitrate, gop=args.gop, encoder=args.encoder,
             ), **engine_fields(args))
         else:
             stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
@@ -131,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             bridge = net.subscribe(args.endpoint, args.name, net.SubscribeOptions(
                 mode=args.mode, slots=args.slots, timeout=None, keep=args.keep, curve_certificate=args.curve_certificate,
                 curve_server_certificate=args.curve_server_certificate, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl,
-                peer_timeout=args.peer_timeout,
+                peer_timeout=args.peer_timeout, packets=args.packets,
             ), **engine_fields(args))
             if not _connected(bridge, args.timeout, stop):
                 failed = _stop(bridge, args.action)

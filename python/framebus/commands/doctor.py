@@ -260,6 +260,21 @@ def check_robust_list(machine: Optional[str] = None, libc: Any = None) -> List[C
     return [Check("robust list", "warn", f"get_robust_list (system call {number} on {machine}) returned {rc} (errno {ctypes.get_errno()})", why)]
 
 
+def check_video() -> Check:
+    """Which video encoders work here (encoded bridges: ``--encode``; ``auto`` picks the first
+    hardware one listed for a codec, else its software one)."""
+    try:
+        from framebus._bridge import video
+
+        found = video.available_encoders()
+    except ImportError:
+        return Check("video encoders", "info", "PyAV not installed: encoded bridges (--encode) are not available", "`pip install 'framebus[video]'` if you need them")
+    works = [f"{codec} {name}" for codec, name, ok in found if ok]
+    hardware = [name for codec, name, ok in found if ok and name in video.CODECS[codec]["hardware"]]
+    detail = f"working: {', '.join(works) or 'none'}; hardware: {', '.join(hardware) or 'none found (software encoding)'}"
+    return Check("video encoders", "ok" if works else "warn", detail)
+
+
 def check_tools() -> List[Check]:
     out = []
     try:
@@ -268,6 +283,7 @@ def check_tools() -> List[Check]:
         out.append(Check("FFmpeg", "ok", f"found {find_ffmpeg()} (record, play, framebus.ffmpeg)"))
     except (ImportError, OSError) as exc:
         out.append(Check("FFmpeg", "warn", f"not found ({exc.__class__.__name__}): record/play and framebus.ffmpeg will fail", "`pip install 'framebus[ffmpeg]'` (imageio-ffmpeg) or install ffmpeg on PATH"))
+    out.append(check_video())
     for module, what, extra in (("zmq", "pyzmq (bridges, framebus.net)", "net"), ("openfilter", "openfilter (framebus.integrations.openfilter)", "openfilter")):
         try:
             mod = __import__(module)

@@ -33,6 +33,15 @@ def check_packet(frame: Any, codec: Optional[str], seq: int) -> str:
     return str(frame.codec)
 
 
+def _starts_file(frame: Any) -> bool:
+    """Whether a recording may start with this packet: a keyframe of an encoded bridge (its
+    metadata says so), or any packet that does not say (written by other code)."""
+    from framebus._bridge.video import unpack_header
+
+    header = unpack_header(frame.meta)
+    return header is None or header.key
+
+
 def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None]) -> bool:
     """Feeds every new packet of ``stream`` to FFmpeg until the writer ends the stream,
     ``stop``, --frames, --seconds or --idle, then lets FFmpeg finish the file; ``update`` gets
@@ -62,6 +71,8 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
                 break
             with frame:
                 codec = check_packet(frame, codec, frame.seq)
+                if proc is None and not _starts_file(frame):
+                    continue  # a file starts at a keyframe: earlier packets would not decode
                 if proc is None:
                     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", DEMUXERS.get(codec, codec)]
                     from .record import DEFAULT_FPS, fps_in_meta

@@ -1,0 +1,571 @@
+"""Encoded bridges (framebus.net.publish(encode=...)): keyframe on join, restart, a lossy and
+late link, end of stream, the packet path into ``framebus record``, bad input.
+
+Frames are 320x240 moving test patterns whose content is a function of their frame_id, so a
+decoded picture is checked against what was written: a picture decoded from missing
+references (grey smears, blocks) is far from its source. Waits are generous upper bounds,
+never measurements.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+import framebus
+
+pytest.importorskip("zmq")
+av = pytest.importorskip("av")
+net = pytest.importorskip("framebus.net")
+from framebus._bridge import video  # noqa: E402
+
+H, W = 240, 320
+BOUND = 30.0
+#: Mean absolute difference (0-255) under which a decoded picture counts as its source: x264 at
+#: 2 Mbit/s stays near 1-3 on this pattern; a picture decoded from missing data is tens off.
+CLOSE = 12.0
+_yy, _xx = np.mgrid[0:H, 0:W]
+
+
+def picture(i: int) -> np.ndarray:
+    a = np.empty((H, W, 3), np.uint8)
+    a[..., 0] = (_xx + 5 * i) & 255
+    a[..., 1] = (_yy + 3 * i) & 255
+    a[..., 2] = ((_xx // 16 + _yy // 16 + i // 4) % 2) * 200
+    return a
+
+
+def error(arr: np.ndarray, i: int) -> float:
+    return float(np.abs(arr.astype(np.int16) - picture(i)).mean())
+
+
+def wait_until(cond, what, timeout=BOUND):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def names():
+    prefix = f"t-video-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    made = []
+
+    def make(suffix):
+        made.append(f"{prefix}-{suffix}")
+        return made[-1]
+
+    yield make
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"framebus.{prefix}")]
+    for n in left:
+        framebus.unlink(n[len("framebus."):])
+    assert not left, f"streams left behind: {left}"
+
+
+class Writer:
+    """Writes picture(i) with frame_id=i at about ``fps`` until stopped (or ``count`` frames)."""
+
+    def __init__(self, stream, fps=60.0, count=None):
+        self.stream, self.period, self.count = stream, 1.0 / fps, count
+        self.written = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        i = 1
+        while not self._stop.is_set() and (self.count is None or i <= self.count):
+            self.stream.write(picture(i), frame_id=i, timeout=BOUND)
+            self.written = i
+            i += 1
+            self._stop.wait(self.period)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(BOUND)
+
+
+def read_pictures(name, n, timeout=BOUND):
+    """The next ``n`` (frame_id, array) of local stream ``name`` (opened when it appears)."""
+    wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{name}"), f"local stream {name}", timeout)
+    out = []
+    with framebus.open(name) as r:
+        while len(out) < n:
+            with r.wait_view(timeout) as f:
+                out.append((f.frame_id, np.array(f)))
+    return out
+
+
+@pytest.fixture
+def source(names):
+    src = framebus.create(names("src"), shape=(H, W, 3), dtype=np.uint8, slots=4)
+    yield src
+    src.unlink()
+
+
+def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
+    # gop 1000: no natural keyframe comes in this test, so the joiner's first is forced for it
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
+    try:
+        wait_until(lambda: pub.encoder.pictures > 20, "pictures encoded before anyone joins")
+        keyframes_before = pub.encoder.keyframes
+        # the packets go into a stream made here, so that a reader sees the very first one
+        out = pub.encoder._out
+        mine = framebus.create(names("pk"), capacity=out.size, slots=out.slots, meta_capacity=out.meta_capacity)
+        r = framebus.open(mine.name, mode="lossless")
+        packets = net.subscribe(pub.endpoint, mine.name, packets=True)
+        decoded = net.subscribe(pub.endpoint, names("dec"))
+        try:
+            with r:
+                frame = r.wait_view(BOUND)
+                with frame:
+                    assert frame.codec == "h264"
+                    header = video.unpack_header(frame.meta)
+                    assert header is not None and header.key
+                    data, fid = bytes(memoryview(frame)), frame.frame_id
+            ctx = av.CodecContext.create("h264", "r")
+            pictures = ctx.decode(av.Packet(data)) + ctx.decode(None)
+            assert pictures, "the first packet alone did not decode"
+            assert error(pictures[0].to_ndarray(format="rgb24"), fid) < CLOSE
+            got = read_pictures(decoded.raw_stream, 10)
+            for fid, arr in got:
+                assert arr.shape == (H, W, 3) and arr.dtype == np.uint8
+                assert error(arr, fid) < CLOSE, f"picture {fid} is not its source"
+            assert decoded.decoder.first_from_keyframe is True
+            assert decoded.decoder.skipped == 0
+            assert pub.encoder.keyframes > keyframes_before  # forced for the joiners
+        finally:
+            packets.stop()
+            decoded.stop()
+            mine.unlink()
+    finally:
+        writer.stop()
+        pub.stop()
+
+
+def test_end_of_stream_reaches_the_subscriber_after_every_picture(names, source):
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", mode="lossless")
+    sub = net.subscribe(pub.endpoint, names("dec"))
+    try:
+        wait_until(lambda: pub.stats.peers == 1, "the subscriber")
+        writer = Writer(source, fps=200, count=40)
+        wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.raw_stream}"), "the decoded stream")
+        with framebus.open(sub.raw_stream, mode="lossless") as r:
+            # read while the writer writes: lossless holds it back to this reader
+
+            def end_after_40():
+                wait_until(lambda: writer.written == 40, "the writer's 40 frames")
+                writer.stop()
+                source.end()
+
+            ender = threading.Thread(target=end_after_40, daemon=True)
+            ender.start()
+            seen = []
+            with pytest.raises(framebus.StreamEndedError):
+                while True:
+                    with r.wait_view(BOUND) as f:
+                        assert error(np.asarray(f), f.frame_id) < CLOSE
+                        seen.append(f.frame_id)
+            ender.join(BOUND)
+        assert seen and seen[-1] == 40, seen  # lossless: up to the last one
+        assert seen == sorted(seen)
+    finally:
+        sub.stop()
+        pub.stop()
+
+
+def test_subscriber_killed_and_restarted_resumes(names, source, spawn):
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000, heartbeat_ivl=0.2, peer_timeout=1.5)
+    local = names("dec")
+    try:
+        child = spawn(textwrap.dedent(f"""
+            import framebus.net as net, sys, time
+            sub = net.subscribe({pub.endpoint!r}, {local!r})
+            while sub.decoder is None or sub.decoder.pictures < 5:
+                time.sleep(0.01)
+            print("decoding", flush=True)
+            time.sleep(60)
+        """))
+        child.expect("decoding")
+        child.kill()  # SIGKILL: no BYE, its streams left behind
+        child.close()
+        sub = net.subscribe(pub.endpoint, local, heartbeat_ivl=0.2, peer_timeout=1.5)
+        try:
+            # the dead child's stream is replaced at the first picture: read the new one
+            wait_until(lambda: sub.decoder is not None and sub.decoder.pictures > 0, "the first picture")
+            for fid, arr in read_pictures(local, 10):
+                assert error(arr, fid) < CLOSE
+            assert sub.decoder.first_from_keyframe is True
+        finally:
+            sub.stop()
+        assert not os.path.exists(f"/dev/shm/framebus.{local}")
+    finally:
+        writer.stop()
+        pub.stop()
+
+
+def test_packet_path_records_a_playable_file(names, source, tmp_path):
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=15)
+    sub = net.subscribe(pub.endpoint, names("pk"), packets=True)
+    out = tmp_path / "out.mp4"
+    try:
+        wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.stream_name}"), "the packet stream")
+        rec = subprocess.run(
+            [sys.executable, "-m", "framebus", "record", sub.stream_name, str(out), "--frames", "30"],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert rec.returncode == 0, rec.stderr
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+    ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
+    probe = subprocess.run([ffmpeg, "-v", "error", "-i", str(out), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    assert not probe.stderr.strip(), probe.stderr  # no decoding error
+    frames = np.frombuffer(probe.stdout, np.uint8).reshape(-1, H, W, 3)
+    assert len(frames) == 30, f"{len(frames)} pictures in the file"
+
+
+def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
+    """Loss without netem: one packet in five is lost between the subscriber's socket and its
+    packet stream (acknowledged, never stored); the decoder must skip to the next keyframe
+    each time, never decode across the hole, and count what it skipped."""
+    import random
+
+    from framebus._bridge import protocol
+    from framebus._bridge.decode import VideoSubscriber
+
+    rng = random.Random(1234)
+    writer = Writer(source, fps=100)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=8)
+    local = names("dec")
+    sub = VideoSubscriber(pub.endpoint, local, net.SubscribeOptions())
+    kept = sub._frame
+    lost = []
+
+    def lossy(h, payload):
+        if rng.random() < 0.2:
+            lost.append(h.seq)
+            sub._say(protocol.pack_ack(h.source_id, h.seq))
+            return
+        kept(h, payload)
+
+    sub._frame = lossy
+    sub._start()
+    try:
+        for fid, arr in read_pictures(local, 60):
+            assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
+        assert lost and sub.decoder.skipped > 0
+        assert sub.stats.dropped >= sub.decoder.skipped
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+
+
+class DelayingRelay:
+    """A TCP relay on 127.0.0.1 that holds each chunk from the publisher for a random 0-40 ms
+    (in order, as a congested link does); the other direction passes at once."""
+
+    def __init__(self, upstream_port):
+        import random
+        import socket
+
+        self.rng = random.Random(99)
+        self.upstream = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.socks = []
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+
+        self.listener.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                down, _ = self.listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            up = socket.create_connection(("127.0.0.1", self.upstream))
+            self.socks += [down, up]
+            threading.Thread(target=self._pump, args=(up, down, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(down, up, False), daemon=True).start()
+
+    def _pump(self, src, dst, delay):
+        try:
+            while not self._stop.is_set():
+                data = src.recv(65536)
+                if not data:
+                    break
+                if delay:
+                    time.sleep(self.rng.random() * 0.04)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(2)
+                except OSError:
+                    pass
+
+    def close(self):
+        self._stop.set()
+        self.listener.close()
+        for s in self.socks:
+            s.close()
+
+
+def test_delayed_link_never_yields_a_corrupt_picture(names, source):
+    """A link that holds packets back: the subscriber (window 1) keeps running out of credit,
+    the publisher skips packets for it and restarts it at a (forced) keyframe; every decoded
+    picture is still its source."""
+    writer = Writer(source, fps=100)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
+    relay = DelayingRelay(int(pub.endpoint.rsplit(":", 1)[1]))
+    local = names("dec")
+    sub = net.subscribe(f"tcp://127.0.0.1:{relay.port}", local, hwm=1)
+    try:
+        for fid, arr in read_pictures(local, 20):
+            assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
+        assert pub.gate.held > 0  # the gate did hold packets back
+        assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
+    finally:
+        sub.stop()
+        relay.close()
+        writer.stop()
+        pub.stop()
+
+
+def test_lossy_late_link_never_yields_a_corrupt_picture(names, source, tmp_path):
+    """A veth pair into a network namespace with netem (delay, jitter, loss, reordering): the
+    subscriber runs in the namespace; every decoded picture must be its source."""
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None:
+        pytest.skip("needs root and iproute2 (ip, tc) to build a network namespace with netem")
+    ns = f"fbv{os.getpid() % 100000}{uuid.uuid4().hex[:4]}"
+    host, peer = f"vh{ns[3:]}"[:15], f"vp{ns[3:]}"[:15]
+    net_a = 10 + os.getpid() % 200
+
+    def sh(*cmd, check=True):
+        return subprocess.run(cmd, capture_output=True, text=True, check=check)
+
+    try:
+        sh("ip", "netns", "add", ns)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot create a network namespace here: {exc.stderr.strip()}")
+    try:
+        try:
+            sh("ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+            sh("ip", "link", "set", peer, "netns", ns)
+            sh("ip", "addr", "add", f"10.{net_a}.77.1/24", "dev", host)
+            sh("ip", "link", "set", host, "up")
+            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"10.{net_a}.77.2/24", "dev", peer)
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", peer, "up")
+            sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+            for dev, prefix in ((host, ()), (peer, ("ip", "netns", "exec", ns))):
+                sh(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "15ms", "10ms", "loss", "3%", "reorder", "5%")
+        except subprocess.CalledProcessError as exc:
+            pytest.skip(f"cannot set up veth + netem here: {exc.stderr.strip()}")
+        writer = Writer(source, fps=60)
+        pub = net.publish(source.name, f"tcp://10.{net_a}.77.1:*", encode="h264", bitrate="2M", gop=30, hwm=2)
+        local = names("dec")
+        code = textwrap.dedent(f"""
+            import framebus.net as net, time
+            sub = net.subscribe({pub.endpoint!r}, {local!r}, hwm=2)
+            deadline = time.monotonic() + 60
+            while (sub.decoder is None or sub.decoder.pictures < 80) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            print("skipped", sub.decoder.skipped if sub.decoder else -1, "pictures", sub.decoder.pictures if sub.decoder else -1, flush=True)
+            sub.stop()
+        """)
+        try:
+            child = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                checked = 0
+                wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{local}") or child.poll() is not None, "the decoded stream", 60)
+                if child.poll() is None:
+                    with framebus.open(local) as r:
+                        while child.poll() is None:
+                            try:
+                                f = r.wait_view(0.5)
+                            except (TimeoutError, framebus.StreamEndedError):
+                                continue
+                            with f:
+                                assert error(np.asarray(f), f.frame_id) < CLOSE, f"picture {f.frame_id} is corrupt"
+                            checked += 1
+                out, err = child.communicate(timeout=90)
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+            assert child.returncode == 0, err
+            assert checked > 10, (out, err)
+        finally:
+            writer.stop()
+            pub.stop()
+            if os.path.exists(f"/dev/shm/framebus.{local}"):
+                framebus.unlink(local)
+    finally:
+        sh("ip", "netns", "del", ns, check=False)
+        sh("ip", "link", "del", host, check=False)
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        (dict(encode="vp9"), "encode must be one of"),
+        (dict(bitrate="8M"), "give encode="),
+        (dict(encode="h264", bitrate="fast"), "is not a rate"),
+        (dict(encode="h264", gop=0), "gop must be"),
+        (dict(encode="h264", encoder="no_such_encoder"), "does not work here"),
+        (dict(encode="h264", compress="zstd"), "compress= does not apply"),
+    ],
+)
+def test_bad_settings_are_refused(names, source, fields, match):
+    with pytest.raises(ValueError, match=match):
+        net.publish(source.name, "tcp://127.0.0.1:*", **fields)
+
+
+def test_a_stream_that_is_not_an_image_is_refused(names):
+    s = framebus.create(names("f32"), shape=(8, 8), dtype=np.float32)
+    try:
+        with pytest.raises(ValueError, match="uint8 images"):
+            net.publish(s.name, "tcp://127.0.0.1:*", encode="h264")
+    finally:
+        s.unlink()
+
+
+@pytest.mark.parametrize("codec", ["hevc", "av1", "mjpeg"])
+def test_other_codecs_round_trip(names, source, codec):
+    if not video.encoder_works(video.CODECS[codec]["software"][0]):
+        pytest.skip(f"this PyAV has no {video.CODECS[codec]['software'][0]}")
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode=codec, bitrate="4M", encoder=video.CODECS[codec]["software"][0])
+    local = names("dec")
+    sub = net.subscribe(pub.endpoint, local)
+    try:
+        for fid, arr in read_pictures(local, 5):
+            assert error(arr, fid) < CLOSE
+        from framebus._bridge.status import by_stream
+
+        # framebus ls shows the encoded link: the codec, its rate, what was skipped
+        wait_until(lambda: any(f"{codec} " in line and "decoded" in line for line in by_stream().get(local, [])), "the subscriber's status line")
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+
+
+def test_a_restarted_producer_is_followed_at_its_new_size(names):
+    """The producer removes its stream and creates it again at another size: the publisher
+    follows it (a new encoder run, keyframe first) and the subscriber's decoded stream is
+    created again at the new size."""
+    name = names("src")
+    first = framebus.create(name, shape=(H, W, 3), dtype=np.uint8, slots=4)
+    writer = Writer(first)
+    pub = net.publish(name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
+    local = names("dec")
+    sub = net.subscribe(pub.endpoint, local)
+    try:
+        for fid, arr in read_pictures(local, 3):
+            assert error(arr, fid) < CLOSE
+        writer.stop()
+        first.unlink()
+        second = framebus.create(name, shape=(H // 2, W // 2, 3), dtype=np.uint8, slots=4)
+        try:
+            for i in range(1, 400):
+                second.write(picture(i)[::2, ::2].copy(), frame_id=i)
+                time.sleep(0.01)
+                try:
+                    with framebus.open(local) as r:
+                        if r.shape == (H // 2, W // 2, 3) and r.write_sequence > 0:
+                            with r.view() as f:
+                                assert float(np.abs(np.asarray(f).astype(np.int16) - picture(f.frame_id)[::2, ::2]).mean()) < CLOSE
+                            break
+                except FileNotFoundError:
+                    pass
+            else:
+                raise AssertionError("the subscriber never decoded a picture of the new size")
+        finally:
+            second.unlink()
+    finally:
+        sub.stop()
+        pub.stop()
+
+
+def test_a_second_encoder_of_the_same_stream_is_refused(names, source):
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264")
+    try:
+        with pytest.raises(framebus.StreamExistsError, match="already encoded as h264 by another publisher"):
+            net.publish(source.name, "tcp://127.0.0.1:*", encode="h264")
+        assert pub.running  # its packet stream was left alone
+        assert os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
+    finally:
+        pub.stop()
+
+
+def test_top_shows_encoder_bitrate_and_keyframe_interval(names, source):
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=45)
+    try:
+        wait_until(lambda: pub.encoder.bits_per_s > 0, "a bitrate figure")
+        out = subprocess.run([sys.executable, "-m", "framebus", "top", "--once", source.name], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "libx264" in out.stdout and "Mbit/s" in out.stdout and "gop 45" in out.stdout, out.stdout
+    finally:
+        writer.stop()
+        pub.stop()
+
+
+def test_a_publisher_killed_and_restarted_takes_over_its_packet_stream(names, source, spawn):
+    child = spawn(textwrap.dedent(f"""
+        import framebus.net as net, time
+        pub = net.publish({source.name!r}, "tcp://127.0.0.1:*", encode="h264")
+        print("publishing", flush=True)
+        time.sleep(60)
+    """))
+    child.expect("publishing")
+    child.kill()  # SIGKILL: its packet stream stays behind
+    child.close()
+    assert os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
+    writer = Writer(source)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M")
+    local = names("dec")
+    sub = net.subscribe(pub.endpoint, local)
+    try:
+        for fid, arr in read_pictures(local, 3):
+            assert error(arr, fid) < CLOSE
+    finally:
+        sub.stop()
+        writer.stop()
+        pub.stop()
+    assert not os.path.exists(f"/dev/shm/framebus.{source.name}.h264")
+
+
+@pytest.mark.parametrize("text, bits", [("8M", 8_000_000), ("800k", 800_000), ("2.5M", 2_500_000), ("1G", 1_000_000_000), (2_000_000, 2_000_000), ("6Mbps", 6_000_000)])
+def test_bitrates(text, bits):
+    assert video.parse_bitrate(text) == bits
+
+
+@pytest.mark.parametrize("bad", ["fast", "", "1k", "20G", True, None, [8]])
+def test_bad_bitrates(bad):
+    with pytest.raises((ValueError, TypeError)):
+        video.parse_bitrate(bad)
