@@ -106,6 +106,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             signal.signal(signal.SIGTERM, saved[1])
 
 
+def entry() -> None:
+    """The ``framebus`` program (and ``python -m framebus``): runs :func:`main` and exits with
+    its status. A command stopped by Ctrl-C or SIGTERM has cleaned up when main returns; a
+    signal arriving after that (a late delivery while the interpreter shuts down) no longer
+    replaces the documented status (130, 143) with death by the signal."""
+    import signal
+
+    try:
+        status = main()
+        if status in (130, 143):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except KeyboardInterrupt as exc:  # a second signal while main was returning
+        from .commands._signals import status_of
+
+        status = status_of(exc)
+    sys.exit(status)
+
+
 def _main(argv: Optional[List[str]]) -> int:
     parser = build_parser()
     # Unknown options are left over by the subcommand's parser; argparse would report them

@@ -123,6 +123,9 @@ fn gc(py: Python<'_>, dry_run: bool) -> Vec<String> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // NumPy's C API is fetched here, once: fetched lazily by the first array a call makes, a
+    // Ctrl-C landing in that import would make the numpy crate panic instead of raising.
+    numpy::PyArrayDescr::new(m.py(), "u1")?;
     framebus::ring::set_pages_in_use_check(pipe::may_hold_pages);
     m.add("LAYOUT_VERSION", framebus::ring::layout::VERSION)?;
     let limits = pyo3::types::PyDict::new(m.py());
