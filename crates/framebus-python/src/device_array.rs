@@ -28,6 +28,16 @@ pub struct PyDeviceArray {
     pub(crate) stream: Mutex<Option<u64>>,
 }
 
+/// A new NumPy array of `spec` holding the `spec.frame_bytes` device bytes at `ptr`, copied on
+/// `stream` (after the work already queued there) and waited for.
+pub(crate) fn download<'py>(py: Python<'py>, door: &'static dyn Door, device: u32, ptr: u64, spec: &FrameSpec, stream: u64, what: &str) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let out = spec.empty(py)?;
+    let (host, n) = (data_ptr(&out), spec.frame_bytes as u64);
+    py.detach(|| door.copy_device_to_host(device, host.get(), ptr, n, stream).and_then(|()| door.synchronize_stream(device, stream)))
+        .map_err(|e| door_err(py, what, e))?;
+    Ok(out)
+}
+
 fn door_err(py: Python<'_>, what: &str, e: framebus::gpu::door::DoorError) -> PyErr {
     ErrorKind::Device.class(py).map_or_else(|e| e, |cls| PyErr::from_type(cls, (format!("{what}: {e}"),)))
 }
@@ -104,11 +114,7 @@ impl PyDeviceArray {
     #[pyo3(signature = (stream = None))]
     fn to_numpy<'py>(&self, py: Python<'py>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, PyUntypedArray>> {
         let s = dlpack::stream_arg(stream)?.or(*self.stream.lock().unwrap_or_else(|e| e.into_inner())).unwrap_or(0);
-        let out = self.spec.empty(py)?;
-        let (door, device, ptr, n, host) = (self.door, self.device, self.ptr(), self.spec.frame_bytes as u64, data_ptr(&out));
-        py.detach(|| door.copy_device_to_host(device, host.get(), ptr, n, s).and_then(|()| door.synchronize_stream(device, s)))
-            .map_err(|e| door_err(py, "copying the device array to the host", e))?;
-        Ok(out)
+        download(py, self.door, self.device, self.ptr(), &self.spec, s, "copying the device array to the host")
     }
 
     #[getter]

@@ -76,6 +76,14 @@ impl PyDeviceFrame {
         Ok(())
     }
 
+    /// The handle the frame is pinned through; StreamClosedError once released.
+    fn pinned_stream(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.pinned.as_ref().map(|p| p.stream().clone()).ok_or_else(|| {
+            ErrorKind::StreamClosed.err(py, (format!("this frame of stream {:?} was released; take a new view", self.name),))
+        })
+    }
+
     /// Records the release event on every stream the frame went to, then unpins.
     fn release_now(&self, extra: Option<u64>) -> Result<(), framebus::Error> {
         let (pinned, mut streams) = {
@@ -191,15 +199,10 @@ impl PyDeviceFrame {
             Some(s) => me.acquire_on(py, s)?,
             None => {
                 me.acquire_on(py, 0)?;
-                let dev = {
-                    let st = me.state.lock().unwrap_or_else(|e| e.into_inner());
-                    st.pinned.as_ref().map(|p| p.stream().clone())
-                };
-                if let Some(s) = dev {
-                    let slots = s.device_slots().map_err(core)?;
-                    let (door, device) = (slots.door(), slots.device());
-                    py.detach(|| door.synchronize_stream(device, 0)).map_err(|e| ErrorKind::Device.err(py, (e.to_string(),)))?;
-                }
+                let handle = me.pinned_stream(py)?;
+                let slots = handle.device_slots().map_err(core)?;
+                let (door, device) = (slots.door(), slots.device());
+                py.detach(|| door.synchronize_stream(device, 0)).map_err(|e| ErrorKind::Device.err(py, (e.to_string(),)))?;
             }
         }
         dlpack::export_capsule(py, me.ptr, &me.spec.shape, &me.dtype, Some(me.device), slf.clone().into_any().unbind())
@@ -215,20 +218,9 @@ impl PyDeviceFrame {
     fn to_numpy<'py>(&self, py: Python<'py>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, numpy::PyUntypedArray>> {
         let s = dlpack::stream_arg(stream)?.unwrap_or(self.view_stream);
         self.acquire_on(py, s)?;
-        let out = self.spec.empty(py)?;
-        let host = crate::array::data_ptr(&out);
-        let stream_handle = {
-            let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.pinned.as_ref().map(|p| p.stream().clone())
-        };
-        let Some(handle) = stream_handle else {
-            return Err(ErrorKind::StreamClosed.err(py, (format!("this frame of stream {:?} was released; take a new view", self.name),)));
-        };
+        let handle = self.pinned_stream(py)?;
         let slots = handle.device_slots().map_err(core)?;
-        let (door, device, ptr, n) = (slots.door(), slots.device(), self.ptr, self.spec.frame_bytes as u64);
-        py.detach(|| door.copy_device_to_host(device, host.get(), ptr, n, s).and_then(|()| door.synchronize_stream(device, s)))
-            .map_err(|e| ErrorKind::Device.err(py, (format!("copying the frame to the host: {e}"),)))?;
-        Ok(out)
+        crate::device_array::download(py, slots.door(), slots.device(), self.ptr, &self.spec, s, "copying the frame to the host")
     }
 
     /// Lets the frame go: records this handle's release event on every CUDA stream the frame
