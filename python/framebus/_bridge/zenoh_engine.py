@@ -92,6 +92,11 @@ class ZenohLink:
         except zenoh.ZError as exc:
             raise InvalidArgumentError(f"cannot read Zenoh configuration {os.fspath(self.zenoh_config)!r}: {exc}") from None
         try:
+            if self.zenoh_config is None:
+                # Zenoh's shared-memory transport keeps a file in /dev/shm that a killed process
+                # leaves behind; the engine copies frames into Zenoh's buffers anyway. A user's
+                # configuration file decides for itself.
+                cfg.insert_json5("transport/shared_memory/enabled", "false")
             if self.zenoh_mode is not None:
                 cfg.insert_json5("mode", json.dumps(self.zenoh_mode))
             if self.listen:
