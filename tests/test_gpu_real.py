@@ -130,17 +130,17 @@ def test_torch_writer_cupy_reader_across_processes(name):
         ), name],
         stdout=subprocess.PIPE, text=True,
     )
-    assert reader.stdout.readline().strip() == "ready"
-    import torch
+    with reader:
+        assert reader.stdout.readline().strip() == "ready"
+        import torch
 
-    want = []
-    for seq in range(1, 101):
-        t = torch.full((720, 1280, 3), seq % 251, dtype=torch.uint8, device="cuda:0")
-        want.append(int(t.sum(dtype=torch.int64)))
-        s.write(t, timeout=30)
-    s.end()
-    res = json.loads(reader.stdout.read().strip().splitlines()[-1])
-    reader.wait()
+        want = []
+        for seq in range(1, 101):
+            t = torch.full((720, 1280, 3), seq % 251, dtype=torch.uint8, device="cuda:0")
+            want.append(int(t.sum(dtype=torch.int64)))
+            s.write(t, timeout=30)
+        s.end()
+        res = json.loads(reader.stdout.read().strip().splitlines()[-1])
     assert res["seqs"] == list(range(1, 101))
     assert res["sums"] == want
     s.unlink()
@@ -150,22 +150,25 @@ def test_cupy_writer_torch_reader_across_processes(name):
     cupy = pytest.importorskip("cupy")
     s = framebus.create(name, shape=(64, 64), dtype=np.float32, slots=3, device=0)
     r = framebus.open(name, mode="lossless")
-    res = child(
-        """
+    # The writer runs beside this reader: 20 frames on 3 slots wait for the reads.
+    code = """
         import sys, json, cupy, framebus
         w = framebus.open(sys.argv[1])
         for seq in range(1, 21):
             w.write(cupy.full((64, 64), float(seq), dtype=cupy.float32), timeout=30)
         print(json.dumps({"ok": True}))
-        """,
-        name,
-    )
+        """
+    env = {k: v for k, v in os.environ.items() if k != "FRAMEBUS_CUDA"}
     import torch
 
     got = []
-    for _ in range(20):
-        with r.wait_view(timeout=10) as f:
-            got.append(float(torch.from_dlpack(f).mean()))
+    with subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), name], stdout=subprocess.PIPE, text=True, env=env) as writer:
+        for _ in range(20):
+            with r.wait_view(timeout=60) as f:
+                got.append(float(torch.from_dlpack(f).mean()))
+        out = writer.stdout.read()
+    assert writer.returncode == 0, out
+    res = json.loads(out.strip().splitlines()[-1])
     assert res["ok"] and got == [float(i) for i in range(1, 21)]
     del cupy
     s.unlink()
