@@ -249,7 +249,7 @@ def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
     import random
 
     from framebus._bridge import protocol
-    from framebus._bridge.decode import VideoSubscriber
+    from framebus._bridge.zmq_engine import ZmqSubscriber as VideoSubscriber
 
     rng = random.Random(1234)
     writer = Writer(source, fps=100)
