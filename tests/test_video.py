@@ -10,6 +10,7 @@ never measurements.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -486,3 +487,54 @@ def test_bitrates(text, bits):
 def test_bad_bitrates(bad):
     with pytest.raises((ValueError, TypeError)):
         video.parse_bitrate(bad)
+
+
+@pytest.mark.parametrize("older", ["subscriber", "publisher"])
+def test_a_peer_of_the_version_before_encoded_packets_is_refused_with_a_reason(names, source, older):
+    """Version 4 brought encoded packets (F_PACKET, the WELCOME's video): a version 3 peer on
+    either end gets a reason naming both versions, not a malformed-frame error."""
+    from framebus._bridge import protocol
+
+    assert protocol.VERSION == 4
+    old = "import framebus._bridge.protocol as P; P.VERSION = 3\n"
+    if older == "subscriber":
+        pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M")
+        try:
+            code = old + textwrap.dedent(f"""
+                import framebus.net as net
+                try:
+                    net.subscribe({pub.endpoint!r}, {names("dec")!r}, timeout=30)
+                except net.ProtocolError as exc:
+                    print("refused:", exc)
+            """)
+            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        finally:
+            pub.stop()
+        text = run.stdout + run.stderr
+    else:
+        port = _free_port()
+        code = old + textwrap.dedent(f"""
+            import sys, framebus.net as net
+            pub = net.publish({source.name!r}, "tcp://127.0.0.1:{port}", encode="h264", bitrate="2M")
+            print("publishing", flush=True)
+            sys.stdin.read()
+            pub.stop()
+        """)
+        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "publishing"
+            with pytest.raises(net.ProtocolError) as refused:
+                net.subscribe(f"tcp://127.0.0.1:{port}", names("dec"), timeout=BOUND)
+            text = f"refused: {refused.value}"
+        finally:
+            child.communicate("", timeout=60)
+    assert text.startswith("refused:"), text
+    assert re.search(r"protocol [34], the subscriber [34]", text) and "protocol 4, the subscriber 4" not in text, text
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
