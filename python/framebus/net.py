@@ -88,7 +88,8 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     ``"libx264"``) tune it. The packets go through the packet stream ``NAME.CODEC`` (created
     and removed by the publisher); each subscriber starts with a keyframe, forced for it when
     it joins (at most one forced every 0.25 s), and one that misses a packet is sent nothing
-    until the next keyframe. Needs PyAV (``framebus[video]``); see docs/video.md.
+    until the next keyframe. Works the same on both engines. Needs PyAV (``framebus[video]``);
+    see docs/video.md.
 
     The end of the source stream (its writer's ``end()``, or the writer closing its handle)
     does not stop the publisher: it sends END to every subscriber after the last frame
