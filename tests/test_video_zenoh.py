@@ -231,8 +231,9 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
 
 def test_zenoh_engine_runs_without_pyzmq(names):
     """With pyzmq unimportable: a lossless Zenoh bridge moves frames end to end, `framebus ros2
-    --help` works and framebus.ros2 imports, the ZeroMQ engine says what to install, and zmq was
-    never imported."""
+    --help` works and framebus.ros2 imports, `framebus bridge subscribe --engine zenoh` runs (and
+    says that no publisher answered), the ZeroMQ engine says what to install, and zmq was never
+    imported."""
     link = Link()
     src_name, dst_name = names("src"), names("dst")
     code = textwrap.dedent(f"""
@@ -255,6 +256,12 @@ def test_zenoh_engine_runs_without_pyzmq(names):
             status = exc.code
         assert status in (0, None), status
         import framebus.ros2  # noqa: F401
+        import contextlib, io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = cli.main(["bridge", "subscribe", {link.key + "-none"!r}, {names("none")!r}, "--engine", "zenoh",
+                               "--connect", "tcp/127.0.0.1:{free_port()}", "--no-scouting", "--timeout", "0.5", "--quiet"])
+        assert status == 1 and "no framebus publisher answered" in err.getvalue(), (status, err.getvalue())
         try:
             net.publish("x", "tcp://127.0.0.1:*")
         except ImportError as exc:
