@@ -94,6 +94,16 @@ class Publisher(Bridge):
     #: The engine's name ("zmq", "zenoh").
     engine = ""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Publisher":
+        """``Publisher(name, endpoint, options)`` itself makes the ZeroMQ engine's publisher
+        (with ``encode=``, its encoded one), as ``framebus.net.publish`` does by default."""
+        if cls is Publisher:
+            from .zmq_engine import ZmqPublisher, ZmqVideoPublisher
+
+            options = args[2] if len(args) > 2 else kwargs.get("options")
+            cls = ZmqVideoPublisher if getattr(options, "encode", None) is not None else ZmqPublisher
+        return super().__new__(cls)
+
     def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions()) -> None:
         if not isinstance(stream_name, str):
             raise TypeError(f"stream_name must be a str, got {stream_name!r}")

@@ -52,6 +52,15 @@ class Subscriber(Bridge):
     #: The engine's name ("zmq", "zenoh").
     engine = ""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Subscriber":
+        """``Subscriber(endpoint, local_name, options)`` itself makes the ZeroMQ engine's
+        subscriber, as ``framebus.net.subscribe`` does by default."""
+        if cls is Subscriber:
+            from .zmq_engine import ZmqSubscriber
+
+            cls = ZmqSubscriber
+        return super().__new__(cls)
+
     def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
         if not isinstance(local_name, str):
             raise TypeError(f"local_name must be a str, got {local_name!r}")
