@@ -191,13 +191,14 @@ def test_packet_path_records_a_playable_file(names, source, tmp_path):
 
 
 def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packet(names, source):
-    """A subscriber that stores a packet every 30 ms while 100 arrive per second: the publisher
+    """A subscriber that stores a packet every 50 ms while 100 are encoded per second: the publisher
     skips it to the next (forced) keyframe each time it runs out of credit, and counts that;
     every packet that does arrive is stored (a batch is not cut down to its newest packet, as
     raw frames are in latest mode), so the decoder never meets a hole and every picture it
     decodes is its source."""
     import time
 
+    from framebus._bridge import protocol
     from framebus._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
 
     link = Link()
@@ -207,9 +208,11 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
     zlink = ZenohLink(connect=(f"tcp/127.0.0.1:{link.port}",), scouting=False)
     sub = ZenohSubscriber(link.key, local, net.SubscribeOptions(timeout=BOUND), zlink)
     accept = sub._accept
+    flags = []
 
     def slow(h, payload):
-        time.sleep(0.03)
+        flags.append(h.flags)
+        time.sleep(0.05)
         accept(h, payload)
 
     sub._accept = slow
@@ -223,6 +226,8 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
         assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
         assert pub.stats.dropped > 0
         assert sub.decoder.skipped == 0  # every packet it got was stored: no hole to skip
+        # each packet travelled alone, without its frame table
+        assert flags and all(f & protocol.F_PACKET for f in flags)
     finally:
         sub.stop()
         writer.stop()
