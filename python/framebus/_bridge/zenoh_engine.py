@@ -155,7 +155,8 @@ class _Inbox:
             self._items.append(item)
             self._cond.notify()
 
-    def poll(self, timeout_ms: int, *_: Any) -> bool:
+    def poll(self, timeout_ms: int) -> bool:
+        """Whether an item is waiting, after waiting up to ``timeout_ms`` for one."""
         if self._items:
             return True
         with self._cond:
