@@ -80,7 +80,7 @@ def test_variable_frames_cross_the_bridge(mode, compress):
 
 
 def test_spec_of_and_protocol_version():
-    assert P.VERSION == 3  # 2 added variable-shape streams, 3 the END message
+    assert P.VERSION == 4  # 2 added variable-shape streams, 3 the END message, 4 encoded packets
     header = P.FramePacker().pack(
         flags=0, source_id=1, seq=2, timestamp_ns=3, frame_id=4, nbytes=5000, slots=4, meta_capacity=8, spec=(P.VARIABLE, (1 << 20,)), meta=b"x"
     )

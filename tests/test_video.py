@@ -10,6 +10,7 @@ never measurements.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,90 +29,7 @@ av = pytest.importorskip("av")
 net = pytest.importorskip("framebus.net")
 from framebus._bridge import video  # noqa: E402
 
-H, W = 240, 320
-BOUND = 30.0
-#: Mean absolute difference (0-255) under which a decoded picture counts as its source: x264 at
-#: 2 Mbit/s stays near 1-3 on this pattern; a picture decoded from missing data is tens off.
-CLOSE = 12.0
-_yy, _xx = np.mgrid[0:H, 0:W]
-
-
-def picture(i: int) -> np.ndarray:
-    a = np.empty((H, W, 3), np.uint8)
-    a[..., 0] = (_xx + 5 * i) & 255
-    a[..., 1] = (_yy + 3 * i) & 255
-    a[..., 2] = ((_xx // 16 + _yy // 16 + i // 4) % 2) * 200
-    return a
-
-
-def error(arr: np.ndarray, i: int) -> float:
-    return float(np.abs(arr.astype(np.int16) - picture(i)).mean())
-
-
-def wait_until(cond, what, timeout=BOUND):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-@pytest.fixture
-def names():
-    prefix = f"t-video-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    made = []
-
-    def make(suffix):
-        made.append(f"{prefix}-{suffix}")
-        return made[-1]
-
-    yield make
-    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"framebus.{prefix}")]
-    for n in left:
-        framebus.unlink(n[len("framebus."):])
-    assert not left, f"streams left behind: {left}"
-
-
-class Writer:
-    """Writes picture(i) with frame_id=i at about ``fps`` until stopped (or ``count`` frames)."""
-
-    def __init__(self, stream, fps=60.0, count=None):
-        self.stream, self.period, self.count = stream, 1.0 / fps, count
-        self.written = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        i = 1
-        while not self._stop.is_set() and (self.count is None or i <= self.count):
-            self.stream.write(picture(i), frame_id=i, timeout=BOUND)
-            self.written = i
-            i += 1
-            self._stop.wait(self.period)
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(BOUND)
-
-
-def read_pictures(name, n, timeout=BOUND):
-    """The next ``n`` (frame_id, array) of local stream ``name`` (opened when it appears)."""
-    wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{name}"), f"local stream {name}", timeout)
-    out = []
-    with framebus.open(name) as r:
-        while len(out) < n:
-            with r.wait_view(timeout) as f:
-                out.append((f.frame_id, np.array(f)))
-    return out
-
-
-@pytest.fixture
-def source(names):
-    src = framebus.create(names("src"), shape=(H, W, 3), dtype=np.uint8, slots=4)
-    yield src
-    src.unlink()
+from video_helpers import BOUND, CLOSE, H, W, Writer, error, names, picture, read_pictures, source, wait_until  # noqa: E402,F401
 
 
 def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
@@ -249,7 +167,7 @@ def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
     import random
 
     from framebus._bridge import protocol
-    from framebus._bridge.decode import VideoSubscriber
+    from framebus._bridge.zmq_engine import ZmqSubscriber as VideoSubscriber
 
     rng = random.Random(1234)
     writer = Writer(source, fps=100)
@@ -569,3 +487,54 @@ def test_bitrates(text, bits):
 def test_bad_bitrates(bad):
     with pytest.raises((ValueError, TypeError)):
         video.parse_bitrate(bad)
+
+
+@pytest.mark.parametrize("older", ["subscriber", "publisher"])
+def test_a_peer_of_the_version_before_encoded_packets_is_refused_with_a_reason(names, source, older):
+    """Version 4 brought encoded packets (F_PACKET, the WELCOME's video): a version 3 peer on
+    either end gets a reason naming both versions, not a malformed-frame error."""
+    from framebus._bridge import protocol
+
+    assert protocol.VERSION == 4
+    old = "import framebus._bridge.protocol as P; P.VERSION = 3\n"
+    if older == "subscriber":
+        pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M")
+        try:
+            code = old + textwrap.dedent(f"""
+                import framebus.net as net
+                try:
+                    net.subscribe({pub.endpoint!r}, {names("dec")!r}, timeout=30)
+                except net.ProtocolError as exc:
+                    print("refused:", exc)
+            """)
+            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        finally:
+            pub.stop()
+        text = run.stdout + run.stderr
+    else:
+        port = _free_port()
+        code = old + textwrap.dedent(f"""
+            import sys, framebus.net as net
+            pub = net.publish({source.name!r}, "tcp://127.0.0.1:{port}", encode="h264", bitrate="2M")
+            print("publishing", flush=True)
+            sys.stdin.read()
+            pub.stop()
+        """)
+        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "publishing"
+            with pytest.raises(net.ProtocolError) as refused:
+                net.subscribe(f"tcp://127.0.0.1:{port}", names("dec"), timeout=BOUND)
+            text = f"refused: {refused.value}"
+        finally:
+            child.communicate("", timeout=60)
+    assert text.startswith("refused:"), text
+    assert re.search(r"protocol [34], the subscriber [34]", text) and "protocol 4, the subscriber 4" not in text, text
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,8 +1,9 @@
 """W11: video across a bridge on loopback, 1080p at 30 frames/s from a moving test pattern.
 
-Four ways to get the same pictures to another process over the network stack: framebus's
-bridge sending H.264 (libx264, the default low-latency settings), framebus's bridge sending raw
-frames, and what a user would pick instead: FFmpeg encoding the same pictures (libx264 at the
+Ways to get the same pictures to another process over the network stack: framebus's bridge
+sending H.264 (libx264, the default low-latency settings) on its ZeroMQ engine and on its Zenoh
+engine (when eclipse-zenoh is installed; peer to peer on loopback, scouting off), framebus's
+bridge sending raw frames, and what a user would pick instead: FFmpeg encoding the same pictures (libx264 at the
 same bitrate, its usual low-latency flags) into MPEG-TS over UDP, and over SRT, decoded by a
 second FFmpeg.
 
@@ -19,11 +20,12 @@ decoded picture, while the stream runs.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import select
 import subprocess
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -128,25 +130,39 @@ def _writer(results: Any, target: Any, shape: Any, count: int, times: Any, go: A
             stream.unlink()
 
 
+def _engine_fields(engine: str, port: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The keywords of publish() and subscribe() for ``engine`` (Zenoh: the publisher listens
+    on ``port``, the subscribers connect, no scouting)."""
+    if engine != "zenoh":
+        return {}, {}
+    return (
+        dict(engine="zenoh", listen=[f"tcp/127.0.0.1:{port}"], scouting=False),
+        dict(engine="zenoh", connect=[f"tcp/127.0.0.1:{port}"], scouting=False),
+    )
+
+
 @guarded
-def _publisher(results: Any, source: str, encode: Optional[str], wait_s: float, done: Any) -> None:
+def _publisher(results: Any, source: str, encode: Optional[str], wait_s: float, done: Any, engine: str = "zmq", port: int = 0) -> None:
     import framebus.net as net
 
     deadline = time.monotonic() + 60
     while not os.path.exists(f"/dev/shm/framebus.{source}") and time.monotonic() < deadline:
         time.sleep(0.01)
     fields: Dict[str, Any] = dict(encode=encode, bitrate=BITRATE, gop=GOP) if encode else {}
-    pub = net.publish(source, "tcp://127.0.0.1:*", **fields)
+    link, _ = _engine_fields(engine, port)
+    endpoint = f"framebus-bench/{source}" if engine == "zenoh" else "tcp://127.0.0.1:*"
+    pub = net.publish(source, endpoint, **fields, **link)
     results.put({"endpoint": pub.endpoint, "pid": os.getpid(), "encoder": getattr(getattr(pub, "encoder", None), "encoder_name", "")})
     done.wait(wait_s)
     pub.stop()
 
 
 @guarded
-def _subscriber(results: Any, endpoint: str, local: str, wire: Any, wait_s: float, done: Any) -> None:
+def _subscriber(results: Any, endpoint: str, local: str, wire: Any, wait_s: float, done: Any, engine: str = "zmq", port: int = 0) -> None:
     import framebus.net as net
 
-    sub = net.subscribe(endpoint, local)
+    _, link = _engine_fields(engine, port)
+    sub = net.subscribe(endpoint, local, **link)
     results.put({"pid": os.getpid()})
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and not done.is_set():
@@ -259,9 +275,11 @@ def _row(case: str, variant: str, family: str, role: str, lat: List[float], extr
     )
 
 
-def _run_bridge(ctx: Context, shape: Any, encode: Optional[str], warm: float, measure: float, joins: int) -> Dict[str, Any]:
+def _run_bridge(ctx: Context, shape: Any, encode: Optional[str], warm: float, measure: float, joins: int, engine: str = "zmq") -> Dict[str, Any]:
     import framebus.net as net
 
+    port = _free_port() if engine == "zenoh" else 0
+    _, link = _engine_fields(engine, port)
     mpc = mp_context()
     count = int((warm + measure + joins * 1.2 + 4) * FPS)
     times = mpc.Array("d", count, lock=False)
@@ -273,9 +291,9 @@ def _run_bridge(ctx: Context, shape: Any, encode: Optional[str], warm: float, me
     procs = [start(_writer, qw, source, shape, count, times, go, None)]
     try:
         writer_pid = get(qw, 60, "writer")["pid"]
-        procs.append(start(_publisher, qp, source, encode, total, done))
+        procs.append(start(_publisher, qp, source, encode, total, done, engine, port))
         pub = get(qp, 60, "publisher")
-        procs.append(start(_subscriber, qs, pub["endpoint"], local, wire, total, done))
+        procs.append(start(_subscriber, qs, pub["endpoint"], local, wire, total, done, engine, port))
         sub_pid = get(qs, 60, "subscriber")["pid"]
         go.set()
         t_go = time.monotonic()
@@ -301,7 +319,7 @@ def _run_bridge(ctx: Context, shape: Any, encode: Optional[str], warm: float, me
         for j in range(joins):
             name = ctx.name(f"w11-join{j}")
             t0 = time.monotonic()
-            sub = net.subscribe(pub["endpoint"], name)
+            sub = net.subscribe(pub["endpoint"], name, **link)
             try:
                 while time.monotonic() - t0 < 10:
                     decoder = getattr(sub, "decoder", None)
@@ -396,7 +414,7 @@ def _run_ffmpeg(ctx: Context, shape: Any, transport: str, warm: float, measure: 
 
 
 def run(ctx: Context) -> SuiteResult:
-    """W11: the four variants one after another on the same pictures."""
+    """W11: the variants one after another on the same pictures."""
     t_start = time.perf_counter()
     cfg = ctx.config
     sid = "W11"
@@ -417,6 +435,9 @@ def run(ctx: Context) -> SuiteResult:
     ]
     if cfg.smoke:
         variants = variants[:3]  # the smoke run proves the suite works: one FFmpeg pipeline is enough
+    elif importlib.util.find_spec("zenoh") is not None:
+        zenoh_row = ("framebus bridge, H.264 " + BITRATE + ", Zenoh engine", "framebus", "framebus", lambda: _run_bridge(ctx, shape, "h264", warm, measure, joins, "zenoh"))
+        variants.insert(1, zenoh_row)
     ctx.reporter.start(sid, len(variants))
     for label, family, role, fn in variants:
         res = ctx.attempt(sid, case, label, fn)

@@ -1,4 +1,4 @@
-"""Bridges: a stream on one machine, read on another, over ZeroMQ (pyzmq).
+"""Bridges: a stream on one machine, read on another, over ZeroMQ (pyzmq) or Eclipse Zenoh.
 
 >>> pub = framebus.net.publish("camera", "tcp://*:5555")            # on the camera box  # doctest: +SKIP
 >>> sub = framebus.net.subscribe("tcp://camera-box:5555", "camera")  # on the other machine  # doctest: +SKIP
@@ -20,24 +20,21 @@ writer; nothing is dropped). See docs/bridges.md for the guarantees, security (C
 
 Plain TCP is neither encrypted nor authenticated: use it only on a trusted network, or give both
 ends CURVE certificates (``framebus bridge keys``).
+
+Importing this module needs neither engine's package: pyzmq is imported when a ZeroMQ bridge
+starts (``framebus[net]``), eclipse-zenoh when a Zenoh one does (``framebus[zenoh]``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
-
-try:
-    import zmq
-except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise ImportError("framebus.net needs pyzmq: pip install 'framebus[net]'") from _exc
+from typing import Any, Optional, Tuple
 
 from .errors import InvalidArgumentError
 from ._bridge.base import Bridge, BridgeStats
 from ._bridge.options import LinkOptions, PublishOptions, SubscribeOptions
 from ._bridge.errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError, ProtocolError, SpecMismatchError
 from ._bridge.publisher import Publisher
-from ._bridge.sockets import create_certificates
 from ._bridge.status import bridges
 from ._bridge.subscriber import Subscriber
 
@@ -91,7 +88,8 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     ``"libx264"``) tune it. The packets go through the packet stream ``NAME.CODEC`` (created
     and removed by the publisher); each subscriber starts with a keyframe, forced for it when
     it joins (at most one forced every 0.25 s), and one that misses a packet is sent nothing
-    until the next keyframe. Needs PyAV (``framebus[video]``); see docs/video.md.
+    until the next keyframe. Works the same on both engines. Needs PyAV (``framebus[video]``);
+    see docs/video.md.
 
     The end of the source stream (its writer's ``end()``, or the writer closing its handle)
     does not stop the publisher: it sends END to every subscriber after the last frame
@@ -108,25 +106,18 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     (multicast on/off), ``zenoh_mode`` (``"peer"``/``"client"``) and ``zenoh_config`` (a Zenoh
     configuration file) say how to join the Zenoh network (see docs/zenoh.md).
     """
+    pub: Publisher
     if _engine(engine) == "zenoh":
-        from ._bridge.zenoh_engine import ZenohLink, ZenohPublisher
+        from ._bridge.zenoh_engine import ZenohLink, ZenohPublisher, ZenohVideoPublisher
 
         link = ZenohLink.take(fields)
         zopts = _options(PublishOptions, options, fields)
-        if zopts.encode is not None:
-            raise InvalidArgumentError(
-                "encode= runs on the ZeroMQ engine for now; on Zenoh, publish the raw stream, or encode on the ZeroMQ engine"
-            )
-        zpub = ZenohPublisher(stream_name, endpoint, zopts, link)
-        zpub._start()
-        return zpub
-    opts = _options(PublishOptions, options, fields)
-    if opts.encode is not None:
-        from ._bridge.encode import VideoPublisher
-
-        pub: Publisher = VideoPublisher(stream_name, endpoint, opts)
+        pub = (ZenohVideoPublisher if zopts.encode is not None else ZenohPublisher)(stream_name, endpoint, zopts, link)
     else:
-        pub = Publisher(stream_name, endpoint, opts)
+        from ._bridge.zmq_engine import ZmqPublisher, ZmqVideoPublisher
+
+        opts = _options(PublishOptions, options, fields)
+        pub = (ZmqVideoPublisher if opts.encode is not None else ZmqPublisher)(stream_name, endpoint, opts)
     pub._start()
     return pub
 
@@ -181,14 +172,24 @@ def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions
         from ._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
 
         link = ZenohLink.take(fields)
-        zsub = ZenohSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields), link)
-        zsub._start()
-        return zsub
-    from ._bridge.decode import VideoSubscriber
+        sub: Subscriber = ZenohSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields), link)
+    else:
+        from ._bridge.zmq_engine import ZmqSubscriber
 
-    sub = VideoSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
+        sub = ZmqSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
     sub._start()
     return sub
+
+
+def create_certificates(directory: Any, name: str) -> Tuple[str, str]:
+    """Writes a new CURVE key pair for the ZeroMQ engine as ``NAME.key`` (public: give it to
+    the other side) and ``NAME.key_secret`` (keep it private, mode 0600) in ``directory``
+    (created if needed). Returns the two paths. ImportError without pyzmq."""
+    try:
+        from ._bridge.sockets import create_certificates as create
+    except ImportError:
+        raise ImportError("CURVE certificates need pyzmq: pip install 'framebus[net]'") from None
+    return create(directory, name)
 
 
 def _engine(engine: Any) -> str:

@@ -7,8 +7,9 @@ timestamp, frame_id and metadata, so local readers see an ordinary stream of the
 shape and dtype. It decodes only from a keyframe on and only unbroken runs of packets: a
 packet that was missed (the ring moved on, the publisher skipped it, a reconnect) makes it skip
 to the next keyframe, counting what it skipped, so no picture is ever decoded from missing
-references. :class:`VideoSubscriber` is the ZeroMQ subscriber that starts a decoder stage when
-the publisher's WELCOME says it sends encoded packets (unless ``packets=True``).
+references. :class:`VideoSubscribing` is what every engine's subscriber adds: it starts a
+decoder stage when the publisher's WELCOME says it sends encoded packets (unless
+``packets=True``) and hands it a reader of each packet stream it creates.
 """
 
 from __future__ import annotations
@@ -187,9 +188,10 @@ class DecoderStage:
                 raw.close()
 
 
-class VideoSubscriber(Subscriber):
-    """A subscriber that decodes an encoded publisher's packets into ``local_name`` (or keeps the
-    packets there with ``packets=True``); for a raw publisher it is an ordinary subscriber."""
+class VideoSubscribing(Subscriber):
+    """An engine's subscriber that decodes an encoded publisher's packets into ``local_name``
+    (or keeps the packets there with ``packets=True``); for a raw publisher it is an ordinary
+    subscriber. Each engine's subscriber class derives from it."""
 
     def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
         super().__init__(endpoint, local_name, options)

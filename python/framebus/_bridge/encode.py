@@ -4,8 +4,10 @@
 pictures; lossless: it holds the raw writer back) and writes one packet per picture into the
 packet stream ``NAME.CODEC`` (a variable-shape stream of byte frames with ``codec=``; each
 packet keeps the picture's timestamp, frame_id and metadata, behind a small header, see
-``video.PacketHeader``). :class:`VideoPublisher` is the ZeroMQ publisher of that packet stream
-with the keyframe gate: a subscriber starts with a keyframe, forced for it when it joins.
+``video.PacketHeader``). :class:`VideoPublishing` turns an engine's publisher into the
+publisher of that packet stream with the keyframe gate (a subscriber starts with a keyframe,
+forced for it when it joins); each engine combines it with its own publisher class, so every
+engine runs this same code.
 """
 
 from __future__ import annotations
@@ -235,10 +237,16 @@ def _geometry(name: str, src: Any) -> Tuple[int, int, int]:
     return height, width, channels
 
 
-class VideoPublisher(Publisher):
-    """Encodes the local stream and publishes its packets; see ``framebus.net.publish(encode=)``."""
+class VideoPublishing(Publisher):
+    """What an encoded bridge adds to an engine's publisher (put it first among the bases:
+    ``class ZmqVideoPublisher(VideoPublishing, ZmqPublisher)``, so that its calls of
+    ``super()`` reach the engine's methods): the encoder stage before the
+    packet stream, the keyframe gate on each subscriber's join, leave and packets, packets sent
+    without their frame table (F_PACKET), and the codec in the WELCOME. See
+    ``framebus.net.publish(encode=)``. The constructor's arguments after ``options`` go to the
+    engine's publisher as they are."""
 
-    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions) -> None:
+    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions, *engine_args: Any) -> None:
         if not isinstance(stream_name, str):
             raise TypeError(f"stream_name must be a str, got {stream_name!r}")
         settings = video.VideoSettings.of(options.encode, options.bitrate, options.gop, options.encoder)
@@ -247,7 +255,7 @@ class VideoPublisher(Publisher):
         self.encoder = EncoderStage(stream_name, settings, options.mode)
         self.raw_stream = stream_name
         try:
-            super().__init__(self.encoder.packet_name, endpoint, options)
+            super().__init__(self.encoder.packet_name, endpoint, options, *engine_args)
         except BaseException:
             self.encoder.stop()
             raise

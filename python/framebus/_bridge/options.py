@@ -8,10 +8,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import zmq
-
 from ..errors import InvalidArgumentError
 from .base import positive
+
+
+#: Frames smaller than this many bytes are copied into the message rather than sent from their
+#: slot (pyzmq's own zero-copy threshold, 64 KiB; kept here so that no engine needs pyzmq for it).
+COPY_THRESHOLD = 65536
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class PublishOptions(LinkOptions):
 
     mode: str = "latest"
     compress: Any = None
-    copy_threshold: int = zmq.COPY_THRESHOLD
+    copy_threshold: int = COPY_THRESHOLD
     curve_certificate: Any = None
     curve_location: Any = None
     encode: Optional[str] = None

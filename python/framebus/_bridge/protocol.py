@@ -1,4 +1,4 @@
-"""The bridge's wire format, version 3. Pure Python, no ZeroMQ: it only packs and checks bytes.
+"""The bridge's wire format, version 4. Pure Python, no ZeroMQ: it only packs and checks bytes.
 
 Every message starts with an 8-byte prefix ``<4sBBH``: magic ``b"FBNT"``, protocol version, kind,
 flags. Then, by kind (all integers little-endian):
@@ -9,7 +9,8 @@ kind       direction  body
 HELLO      sub -> pub JSON: window (frames in flight it accepts), mode it expects or null,
                       last_seq + source_id of the last frame it wrote (resume), name, host
 WELCOME    pub -> sub JSON: epoch (random per publisher run), mode, window granted, stream,
-                      spec (dtype, shape, slots, meta_capacity) or null, compress
+                      spec (dtype, shape, slots, meta_capacity) or null, compress, and for an
+                      encoded publisher video (codec, encoder)
 FRAME      pub -> sub fixed header (see ``FRAME``), shape (ndim x u64), dtype string (ASCII,
                       NumPy ``dtype.str``), metadata bytes; the payload is the next message part
 ACK        sub -> pub u64 source_id, u64 seq: the frame is in the local stream (returns a credit)
@@ -36,6 +37,12 @@ validates that table before it writes anything (see docs/layout.md, "Frame table
 Version 3 adds END, so that the end of a stream (``Stream.end()``, or its writer closing) reaches
 the readers of the subscriber's local stream. Nothing else changed from version 2, but a version 2
 peer would ignore END, so the two versions refuse each other like any other pair.
+
+Version 4 adds encoded bridges: the WELCOME's ``video`` (the packets' codec) and the FRAME flag
+F_PACKET (the payload is an encoded packet without its frame table, written with that codec; in
+latest mode every such frame is stored, none replaced by a newer one). A version 3 subscriber
+would take a packet for a frame with a table and stop on a malformed-frame error, so versions 3
+and 4 refuse each other.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from typing import Any, Dict, NamedTuple, Tuple, Union
 from .errors import ProtocolError
 
 MAGIC = b"FBNT"
-VERSION = 3
+VERSION = 4
 
 #: dtype string of the spec of a variable-shape stream (its shape is (capacity,)).
 VARIABLE = "var"

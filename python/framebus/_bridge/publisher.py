@@ -1,6 +1,13 @@
 """The publishing end: follows a local stream and sends its frames to subscribers.
 
-Socket pattern: ROUTER (bound here) to one DEALER per subscriber, with credit-based flow
+This module is the same for every engine and imports no transport: an engine subclass
+(``zmq_engine.ZmqPublisher``, ``zenoh_engine.ZenohPublisher``) opens its transport in
+``_open_transport`` as an object with four calls, ``poll(timeout_ms)`` (whether a message is
+waiting), ``recv()`` (one subscriber message as ``[identity, message]``, or None when none is
+waiting), ``send(identity, parts)`` (False when that subscriber cannot be reached now) and
+``close()``, and may say how it carries a frame's bytes (``_raw_payload``).
+
+Socket pattern (ZeroMQ's names): ROUTER (bound here) to one DEALER per subscriber, with credit-based flow
 control. A subscriber announces a window (HELLO); each frame sent uses one credit and each ACK
 (the frame is in the subscriber's stream) returns it. So nothing queues without bound anywhere,
 and:
@@ -27,8 +34,6 @@ import socket as _socket
 import time
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-import zmq
-
 from .. import _stream
 from ..errors import StreamEndedError, StreamNotFoundError
 from ..info import stat as _stat
@@ -37,7 +42,6 @@ from .errors import ProtocolError
 from .protocol import spec_of
 from .base import SLICE_S, TICK_S, Bridge
 from .options import PublishOptions
-from .sockets import check_endpoint, curve_server, zmq_error
 
 #: Use zero-copy views when the stream offers them (tests turn this off to cover the fallback).
 USE_VIEWS = True
@@ -84,9 +88,21 @@ class _Peer:
 
 
 class Publisher(Bridge):
-    """Publishes a local stream over ZeroMQ; see ``framebus.net.publish``."""
+    """Publishes a local stream (the part every engine shares); see ``framebus.net.publish``."""
 
     role = "publish"
+    #: The engine's name ("zmq", "zenoh").
+    engine = ""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Publisher":
+        """``Publisher(name, endpoint, options)`` itself makes the ZeroMQ engine's publisher
+        (with ``encode=``, its encoded one), as ``framebus.net.publish`` does by default."""
+        if cls is Publisher:
+            from .zmq_engine import ZmqPublisher, ZmqVideoPublisher
+
+            options = args[2] if len(args) > 2 else kwargs.get("options")
+            cls = ZmqVideoPublisher if getattr(options, "encode", None) is not None else ZmqPublisher
+        return super().__new__(cls)
 
     def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions()) -> None:
         if not isinstance(stream_name, str):
@@ -98,15 +114,11 @@ class Publisher(Bridge):
         self.peer_timeout = options.peer_timeout
         self.compress = codec.parse(options.compress)
         super().__init__(stream_name, self._check_endpoint(endpoint), options.mode, options.status)
-        self._curve = (options.curve_certificate, options.curve_location)
-        self._ctx: Any = None  # zmq.Context once set up
-        self._sock: Any = None  # zmq.Socket once set up
-        self._auth: Any = None
+        self._sock: Any = None  # the engine's transport once set up (see the module's docstring)
         self._src: Any = None
         self._src_path = ""
         self._src_ino = 0
         self._peers: Dict[bytes, _Peer] = {}
-        self._pins: Deque[Any] = collections.deque()
         self._packer = P.FramePacker()
         self._compressor = codec.Compressor(self.compress[1]) if self.compress else None
         self.epoch = secrets.randbits(63) or 1
@@ -120,43 +132,46 @@ class Publisher(Bridge):
         self.source_ended = False
         self._end_seq = 0
 
+    # -- what an engine provides -------------------------------------------------------------
     def _check_endpoint(self, endpoint: Any) -> str:
-        """``endpoint`` if this end can bind it (another engine checks its own form)."""
-        return check_endpoint(endpoint, bind=True)
+        """``endpoint`` if this engine can publish on it, else EndpointError."""
+        raise NotImplementedError
+
+    def _open_transport(self) -> Any:
+        """Opens the engine's transport (see the module's docstring) and returns it."""
+        raise NotImplementedError
+
+    def _close_transport(self) -> None:
+        """Releases what ``_open_transport`` opened besides the transport object itself."""
+
+    def _raw_payload(self, arr: Any, frame: Any) -> Any:
+        """A raw frame's bytes as this engine sends them (here: copied out of the slot; an
+        engine may send from the slot instead while ``frame`` is held)."""
+        return arr.tobytes() if hasattr(arr, "tobytes") else bytes(arr)
+
+    def _pins_full(self) -> bool:
+        """Whether to wait before taking the next frame (an engine that sends from pinned
+        slots says so when all it may pin are in use)."""
+        return False
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
         self._open_source()
-        ctx = self._ctx = zmq.Context()
-        sock = self._sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.setsockopt(zmq.RCVHWM, 1000)
-        sock.setsockopt(zmq.LINGER, 200)
-        if self._curve[0] is not None:
-            self._auth = curve_server(ctx, sock, *self._curve)
-        try:
-            sock.bind(self.endpoint)
-        except zmq.ZMQError as exc:
-            raise zmq_error(exc, self.endpoint, "bind") from None
-        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
+        self._sock = self._open_transport()
         self.state = "waiting for subscribers"
         self._tick_rates(time.monotonic())
 
     def _cleanup(self) -> None:
         sock = self._sock
-        if sock is not None:
-            for peer in list(self._peers.values()):
-                self._send(peer, [P.prefix(P.BYE)])
-            self._peers.clear()
-            self._pins.clear()
-            self._sock = None
-            sock.close()
-        if self._auth is not None:
-            self._auth.stop()
-        if self._ctx is not None:
-            self._ctx.term()
+        try:
+            if sock is not None:
+                for peer in list(self._peers.values()):
+                    self._send(peer, [P.prefix(P.BYE)])
+                self._peers.clear()
+                self._sock = None
+                sock.close()
+        finally:
+            self._close_transport()
         if self._src is not None:
             self._src.close()
             self._src = None
@@ -190,7 +205,8 @@ class Publisher(Bridge):
         # A variable-shape frame is sent as it is stored (table first): through a view.
         self._views = (USE_VIEWS or src.variable) and hasattr(src, "wait_view")
         # Latest mode keeps at most slots-2 slots pinned by in-flight sends so the source's
-        # writer always has a free slot; beyond that, frames are copied.
+        # writer always has a free slot; beyond that, frames are copied (engines that send
+        # from the slot).
         self._pin_cap = max(0, src.slots - 2)
 
     def _check_source(self) -> None:
@@ -220,8 +236,8 @@ class Publisher(Bridge):
 
     def _take(self) -> Optional[Tuple[int, int, int, bytes, Any, int, int]]:
         """Waits briefly for the next source frame: (seq, timestamp_ns, frame_id, meta,
-        payload, flags, nbytes), or None. The payload is a zmq.Frame over the pinned slot, or
-        bytes (compressed, small, or when too many slots are already pinned)."""
+        payload, flags, nbytes), or None. The payload is what ``_payload`` made of it (compressed
+        bytes, or the engine's ``_raw_payload``)."""
         src = self._src
         if self._refresh:
             # The newest frame as it is now (without consuming it): the frame written before
@@ -258,39 +274,11 @@ class Publisher(Bridge):
         if self._compressor is not None:
             payload: Any = self._compressor.compress(arr)
             flags = P.F_ZSTD
-        elif frame is None:
-            payload = zmq.Frame(arr, copy=False)  # our own copy already (no views): no pin
-        elif nbytes < self.copy_threshold or not self._pin_budget():
-            payload = arr.tobytes()
-            self.copied += nbytes >= self.copy_threshold
         else:
-            payload = zmq.Frame(arr, copy=False, track=self.mode == "latest")
-            if self.mode == "latest":
-                self._pins.append(payload.tracker)
+            payload = self._raw_payload(arr, frame)
         if frame is not None:
-            frame.release()  # the array (held by the zmq.Frame, if any) keeps the slot pinned
+            frame.release()  # a payload that holds the array keeps the slot pinned
         return seq, ts, fid, meta, payload, flags, nbytes
-
-    def _pins_full(self) -> bool:
-        """Latest mode, zero-copy frames: when every slot we may pin is still being sent,
-        waits (up to SLICE_S) for the oldest send to finish rather than copy the next frame;
-        a frame that is not taken now is replaced by a newer one, so waiting costs nothing."""
-        if self.mode != "latest" or not self._views or self._compressor is not None or not self._pin_cap:
-            return False
-        if self._src.size < self.copy_threshold or self._pin_budget():
-            return False
-        try:
-            self._pins[0].wait(SLICE_S)
-        except zmq.NotDone:
-            return True
-        return False
-
-    def _pin_budget(self) -> bool:
-        if self.mode == "lossless":
-            return True  # bounded by the window, which is below the slot count
-        while self._pins and self._pins[0].done:
-            self._pins.popleft()
-        return len(self._pins) < self._pin_cap
 
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -368,11 +356,7 @@ class Publisher(Bridge):
     def _send(self, peer: _Peer, parts: List[Any]) -> bool:
         """Sends to one peer without blocking; a peer that is gone is marked (lossless: kept
         for a reconnect until peer_timeout) or forgotten (latest)."""
-        try:
-            self._sock.send_multipart([peer.identity, *parts], flags=zmq.NOBLOCK, copy=False)
-        except zmq.ZMQError as exc:
-            if exc.errno not in (zmq.EHOSTUNREACH, zmq.EAGAIN):
-                raise
+        if not self._sock.send(peer.identity, parts):
             if self.mode == "lossless":
                 peer.unreachable = True
             else:
@@ -404,12 +388,11 @@ class Publisher(Bridge):
     def _serve(self, timeout: float) -> None:
         """Handles the subscribers' messages: waits up to ``timeout`` s for the first."""
         sock = self._sock
-        if timeout and not sock.poll(int(timeout * 1000), zmq.POLLIN):
+        if timeout and not sock.poll(int(timeout * 1000)):
             return
         for _ in range(1000):
-            try:
-                parts = sock.recv_multipart(flags=zmq.NOBLOCK)
-            except zmq.Again:
+            parts = sock.recv()
+            if parts is None:
                 return
             if len(parts) == 2:
                 try:

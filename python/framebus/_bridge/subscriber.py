@@ -1,6 +1,13 @@
 """The subscribing end: receives frames from a publisher into a local stream.
 
-A DEALER socket connects to the publisher's ROUTER and says HELLO with its window; the
+This module is the same for every engine and imports no transport: an engine subclass
+(``zmq_engine.ZmqSubscriber``, ``zenoh_engine.ZenohSubscriber``) opens its transport in
+``_open_transport`` as an object with four calls, ``poll(timeout_ms)`` (whether a message is
+waiting), ``recv()`` (one message as a list of parts, each with a ``buffer`` memoryview, or
+None when none is waiting), ``send(msg)`` (False when no publisher can take it now) and
+``close()``.
+
+Over ZeroMQ, a DEALER socket connects to the publisher's ROUTER and says HELLO with its window; the
 publisher answers WELCOME (mode and spec) and then sends frames, at most ``window`` ahead of
 the ACKs this end sends: in lossless mode once the frame is in the local stream, in latest mode
 as soon as it has arrived (so the next frame is already on its way while this one is stored;
@@ -23,7 +30,6 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
-import zmq
 
 from .. import _native, _stream
 from .._convert import normalize_dtype, normalize_shape
@@ -33,16 +39,27 @@ from . import codec, heap, protocol as P
 from .base import SLICE_S, TICK_S, Bridge
 from .options import SubscribeOptions
 from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchError
-from .sockets import check_endpoint, curve_client, zmq_error
 
 #: Decompress straight into a loaned slot (tests turn this off to cover the other path).
 USE_LOANS = True
 
 
 class Subscriber(Bridge):
-    """Receives a remote stream into a local one; see ``framebus.net.subscribe``."""
+    """Receives a remote stream into a local one (the part every engine shares); see
+    ``framebus.net.subscribe``."""
 
     role = "subscribe"
+    #: The engine's name ("zmq", "zenoh").
+    engine = ""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Subscriber":
+        """``Subscriber(endpoint, local_name, options)`` itself makes the ZeroMQ engine's
+        subscriber, as ``framebus.net.subscribe`` does by default."""
+        if cls is Subscriber:
+            from .zmq_engine import ZmqSubscriber
+
+            cls = ZmqSubscriber
+        return super().__new__(cls)
 
     def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
         if not isinstance(local_name, str):
@@ -62,9 +79,7 @@ class Subscriber(Bridge):
         self.heap_reserved = False
         super().__init__(local_name, self._check_endpoint(endpoint), options.mode, options.status)
         self.requested_mode = options.mode
-        self._curve = (options.curve_certificate, options.curve_server_certificate)
-        self._ctx: Any = None  # zmq.Context once set up
-        self._sock: Any = None  # zmq.Socket once set up
+        self._sock: Any = None  # the engine's transport once set up (see the module's docstring)
         self._stream: Any = None
         self._owned = False
         self._decompressor: Optional[codec.Decompressor] = None
@@ -90,27 +105,25 @@ class Subscriber(Bridge):
         #: The codec of the packets an encoded publisher sends (from its WELCOME), else None.
         self.packet_codec: Optional[str] = None
 
+    # -- what an engine provides -------------------------------------------------------------
     def _check_endpoint(self, endpoint: Any) -> str:
-        """``endpoint`` if this end can connect to it (another engine checks its own form)."""
-        return check_endpoint(endpoint, bind=False)
+        """``endpoint`` if this engine can connect to it, else EndpointError."""
+        raise NotImplementedError
+
+    def _open_transport(self) -> Any:
+        """Opens the engine's transport (see the module's docstring) and returns it."""
+        raise NotImplementedError
+
+    def _close_transport(self) -> None:
+        """Releases what ``_open_transport`` opened besides the transport object itself."""
+
+    def _no_answer(self) -> str:
+        """Why no publisher answered within ``timeout``, and what to check."""
+        return f"no framebus publisher answered at {self.endpoint} within {self.timeout} s"
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
-        ctx = self._ctx = zmq.Context()
-        sock = self._sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, self.identity)
-        sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a connection that is not up
-        sock.setsockopt(zmq.RCVHWM, 1000)
-        sock.setsockopt(zmq.SNDHWM, 1000)
-        sock.setsockopt(zmq.LINGER, 200)
-        sock.setsockopt(zmq.RECONNECT_IVL, 100)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
-        if self._curve[1] is not None:
-            curve_client(sock, *self._curve)
-        try:
-            sock.connect(self.endpoint)
-        except zmq.ZMQError as exc:
-            raise zmq_error(exc, self.endpoint, "connect to") from None
+        self._sock = self._open_transport()
         self.state = "connecting"
         if self.timeout is None:
             return
@@ -118,22 +131,20 @@ class Subscriber(Bridge):
         while not self.connected:
             now = time.monotonic()
             if now >= deadline:
-                raise PeerTimeoutError(
-                    f"no framebus publisher answered at {self.endpoint} within {self.timeout} s: check the address and port, "
-                    "that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both sides use matching keys"
-                )
+                raise PeerTimeoutError(self._no_answer())
             self._maybe_hello(now)
             self._receive(min(SLICE_S, deadline - now), until_connected=True)
 
     def _cleanup(self) -> None:
         sock = self._sock
-        if sock is not None:
-            if self.connected:
-                self._say(P.prefix(P.BYE))
-            self._sock = None
-            sock.close()
-        if self._ctx is not None:
-            self._ctx.term()
+        try:
+            if sock is not None:
+                if self.connected:
+                    self._say(P.prefix(P.BYE))
+                self._sock = None
+                sock.close()
+        finally:
+            self._close_transport()
         self._drop_stream(unlink=self._owned and not self.keep)
 
     def _peer_count(self) -> int:
@@ -170,9 +181,7 @@ class Subscriber(Bridge):
         self._hello_at = now + (self.heartbeat_ivl if self._say(P.pack_json(P.HELLO, body)) else SLICE_S)
 
     def _say(self, msg: bytes) -> bool:
-        try:
-            self._sock.send(msg, flags=zmq.NOBLOCK)
-        except zmq.Again:
+        if not self._sock.send(msg):
             return False
         self._said = time.monotonic()
         return True
@@ -182,14 +191,13 @@ class Subscriber(Bridge):
         the WELCOME when ``until_connected``: frames are left for the loop, so subscribe()
         returns before any local backpressure can hold it)."""
         sock = self._sock
-        if not sock.poll(max(0, int(timeout * 1000)), zmq.POLLIN):
+        if not sock.poll(max(0, int(timeout * 1000))):
             return
         self._newest = None
         try:
             for _ in range(64):
-                try:
-                    parts = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-                except zmq.Again:
+                parts = sock.recv()
+                if parts is None:
                     return
                 self._heard = time.monotonic()
                 self._handle(parts)
@@ -355,7 +363,7 @@ class Subscriber(Bridge):
             raise ProtocolError(f"frame from {self.endpoint}: {exc}") from None
 
     def _write(self, s: Any, h: P.FrameHeader, data: memoryview, seq: int) -> None:
-        """One copy through write(), straight from ZeroMQ's buffer (GIL released, streaming
+        """One copy through write(), straight from the transport's buffer (GIL released, streaming
         stores for large frames: faster than filling a loan with NumPy)."""
         if s.variable:
             if h.flags & P.F_PACKET:  # an encoded packet without its table

@@ -6,10 +6,11 @@ Only the transport changes. The publisher's ROUTER becomes a Zenoh subscriber on
 Zenoh publisher per subscriber on ``KEY/down/<identity in hex>``; a subscriber's DEALER becomes a
 Zenoh publisher on ``KEY/up`` and a subscriber on its own ``KEY/down/...`` key. A FRAME's header
 travels as the sample's attachment and its payload as the sample's payload, so one message
-stays one Zenoh sample. Frames, ACKs, END, restarts and the lossless/latest logic are those of
-``publisher.py`` / ``subscriber.py``, unchanged: the small socket classes below give them the
-few socket calls they make (poll, non-blocking receive and send, "unreachable" when nobody
-listens, which Zenoh's matching status tells).
+stays one Zenoh sample. Frames, ACKs, END, restarts, the lossless/latest logic and encoded video
+(``encode.VideoPublishing``, ``decode.VideoSubscribing``) are those of ``publisher.py`` /
+``subscriber.py``, unchanged: the small transport classes below give them the few calls they
+make (poll, non-blocking receive and send, "unreachable" when nobody listens, which Zenoh's
+matching status tells). Neither this module nor the shared ones import pyzmq.
 
 Zenoh's own options pass through: a configuration file (``zenoh_config``), ``listen`` and
 ``connect`` endpoints (``tcp/HOST:PORT``) and multicast ``scouting`` on or off. Frames are put
@@ -28,8 +29,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
-import zmq
-
 try:
     import zenoh
 except ImportError as _exc:  # pragma: no cover - depends on the environment
@@ -37,10 +36,10 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ..errors import InvalidArgumentError
 from . import protocol as P
-from .base import SLICE_S
-from .errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError
+from .decode import VideoSubscribing
+from .encode import VideoPublishing
+from .errors import BridgeError, EndpointError, EndpointInUseError
 from .publisher import Publisher
-from .subscriber import Subscriber
 
 #: How long a new subscriber's down key may take to show as matched on the publisher's side
 #: (its subscription and its HELLO can travel on different priorities).
@@ -136,7 +135,7 @@ def check_key(key: Any) -> str:
 
 
 class _Part:
-    """One received message part, shaped like the ``zmq.Frame`` the subscriber reads."""
+    """One received message part, as the subscriber reads it (its bytes as ``buffer``)."""
 
     __slots__ = ("buffer",)
 
@@ -156,7 +155,8 @@ class _Inbox:
             self._items.append(item)
             self._cond.notify()
 
-    def poll(self, timeout_ms: int, *_: Any) -> bool:
+    def poll(self, timeout_ms: int) -> bool:
+        """Whether an item is waiting, after waiting up to ``timeout_ms`` for one."""
         if self._items:
             return True
         with self._cond:
@@ -165,10 +165,15 @@ class _Inbox:
             return bool(self._items)
 
     def pop(self) -> Any:
+        """The oldest item; IndexError when none is waiting."""
+        return self._items.popleft()
+
+    def take(self) -> Any:
+        """The oldest item, or None when none is waiting."""
         try:
             return self._items.popleft()
         except IndexError:
-            raise zmq.Again() from None
+            return None
 
 
 def _bytes(zbytes: Any) -> bytes:
@@ -176,7 +181,7 @@ def _bytes(zbytes: Any) -> bytes:
 
 
 class _PublisherSocket(_Inbox):
-    """What ``Publisher`` does with its ROUTER socket, over a Zenoh session."""
+    """The publisher's transport (see ``publisher.py``) over a Zenoh session."""
 
     def __init__(self, session: Any, key: str) -> None:
         super().__init__()
@@ -188,15 +193,18 @@ class _PublisherSocket(_Inbox):
     def _on_sample(self, sample: Any) -> None:
         self.put((_bytes(sample.attachment), sample.payload))
 
-    def recv_multipart(self, flags: int = 0, copy: bool = True) -> List[bytes]:
-        identity, payload = self.pop()
+    def recv(self) -> Optional[List[bytes]]:
+        item = self.take()
+        if item is None:
+            return None
+        identity, payload = item
         down = self._downs.get(identity)
         if down is not None and not down[1] and not down[0].matching_status.matching:
             down[1] = time.monotonic() + MATCH_GRACE_S  # back again: give its subscription time to show
         return [identity, payload.to_bytes()]
 
-    def send_multipart(self, parts: Sequence[Any], flags: int = 0, copy: bool = True) -> None:
-        identity, *body = parts
+    def send(self, identity: bytes, body: Sequence[Any]) -> bool:
+        """Puts one message on the subscriber's down key; False when it is not listening."""
         down = self._downs.get(identity)
         if down is None:
             pub = self._zsession.declare_publisher(
@@ -210,13 +218,14 @@ class _PublisherSocket(_Inbox):
             # Only a subscriber never seen yet is waited for (its subscription and its HELLO
             # may travel apart); one that was there and is not any more is unreachable now.
             if time.monotonic() >= down[1]:
-                raise zmq.ZMQError(zmq.EHOSTUNREACH)
+                return False
             time.sleep(0.002)
         down[1] = 0.0
         if len(body) == 2:
             pub.put(_wire(body[1]), attachment=_wire(body[0]))
         else:
             pub.put(_wire(body[0]))
+        return True
 
     def close(self) -> None:
         for pub, _ in self._downs.values():
@@ -226,7 +235,7 @@ class _PublisherSocket(_Inbox):
 
 
 class _SubscriberSocket(_Inbox):
-    """What ``Subscriber`` does with its DEALER socket, over a Zenoh session."""
+    """The subscriber's transport (see ``subscriber.py``) over a Zenoh session."""
 
     def __init__(self, session: Any, key: str, identity: bytes) -> None:
         super().__init__()
@@ -239,17 +248,20 @@ class _SubscriberSocket(_Inbox):
     def _on_sample(self, sample: Any) -> None:
         self.put(sample)
 
-    def recv_multipart(self, flags: int = 0, copy: bool = True) -> List[_Part]:
-        sample = self.pop()
+    def recv(self) -> Optional[List[_Part]]:
+        sample = self.take()
+        if sample is None:
+            return None
         if sample.attachment is None:
             return [_Part(sample.payload.to_bytes())]
         return [_Part(sample.attachment.to_bytes()), _Part(sample.payload.to_bytes())]
 
-    def send(self, msg: bytes, flags: int = 0) -> None:
+    def send(self, msg: bytes) -> bool:
         # Like a DEALER with IMMEDIATE: nothing is queued while no publisher listens.
         if not self._up.matching_status.matching:
-            raise zmq.Again()
+            return False
         self._up.put(msg, attachment=self._identity)
+        return True
 
     def close(self) -> None:
         self._up.undeclare()
@@ -279,38 +291,29 @@ class ZenohPublisher(Publisher):
     def _check_endpoint(self, endpoint: Any) -> str:
         return check_key(endpoint)
 
-    def _setup(self) -> None:
-        self._open_source()
+    def _open_transport(self) -> _PublisherSocket:
         self._zsession = self.link.open()
-        self._sock = _PublisherSocket(self._zsession, self.key)
-        self.state = "waiting for subscribers"
-        self._tick_rates(time.monotonic())
+        return _PublisherSocket(self._zsession, self.key)
 
-    def _cleanup(self) -> None:
-        try:
-            super()._cleanup()
-        finally:
-            if self._zsession is not None:
-                self._zsession.close()
-                self._zsession = None
+    def _close_transport(self) -> None:
+        if self._zsession is not None:
+            self._zsession.close()
+            self._zsession = None
 
-    def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
-        """The frame as one Zenoh payload: copied once out of its slot (then shared by every
-        subscriber and kept for a resend), or compressed."""
-        nbytes = arr.nbytes
-        flags = 0
-        if self._compressor is not None:
-            payload: Any = self._compressor.compress(arr)
-            flags = P.F_ZSTD
-        else:
-            payload = zenoh.ZBytes(arr.tobytes() if hasattr(arr, "tobytes") else bytes(arr))
-        if frame is not None:
-            frame.release()
-        return seq, ts, fid, meta, payload, flags, nbytes
+    def _raw_payload(self, arr: Any, frame: Any) -> Any:
+        """The frame as one Zenoh payload: copied once out of its slot, then shared by every
+        subscriber and kept for a resend."""
+        return zenoh.ZBytes(super()._raw_payload(arr, frame))
 
 
-class ZenohSubscriber(Subscriber):
-    """Receives a stream published over Zenoh; see ``framebus.net.subscribe(..., engine="zenoh")``."""
+class ZenohVideoPublisher(VideoPublishing, ZenohPublisher):
+    """Encodes the local stream and publishes its packets over Zenoh; see
+    ``framebus.net.publish(..., engine="zenoh", encode=...)``."""
+
+
+class ZenohSubscriber(VideoSubscribing):
+    """Receives a stream published over Zenoh (decoding an encoded publisher's packets); see
+    ``framebus.net.subscribe(..., engine="zenoh")``."""
 
     engine = "zenoh"
 
@@ -325,30 +328,20 @@ class ZenohSubscriber(Subscriber):
     def _check_endpoint(self, endpoint: Any) -> str:
         return check_key(endpoint)
 
-    def _setup(self) -> None:
+    def _open_transport(self) -> _SubscriberSocket:
         self._zsession = self.link.open()
-        self._sock = _SubscriberSocket(self._zsession, self.key, self.identity)
-        self.state = "connecting"
-        if self.timeout is None:
-            return
-        deadline = time.monotonic() + self.timeout
-        while not self.connected:
-            now = time.monotonic()
-            if now >= deadline:
-                raise PeerTimeoutError(
-                    f"no framebus publisher answered on Zenoh key {self.key!r} within {self.timeout} s: check the key, that "
-                    "`framebus bridge publish ... --engine zenoh` runs, and that both sessions reach each other (listen/connect, scouting, router)"
-                )
-            self._maybe_hello(now)
-            self._receive(min(SLICE_S, deadline - now), until_connected=True)
+        return _SubscriberSocket(self._zsession, self.key, self.identity)
 
-    def _cleanup(self) -> None:
-        try:
-            super()._cleanup()
-        finally:
-            if self._zsession is not None:
-                self._zsession.close()
-                self._zsession = None
+    def _close_transport(self) -> None:
+        if self._zsession is not None:
+            self._zsession.close()
+            self._zsession = None
+
+    def _no_answer(self) -> str:
+        return (
+            f"no framebus publisher answered on Zenoh key {self.key!r} within {self.timeout} s: check the key, that "
+            "`framebus bridge publish ... --engine zenoh` runs, and that both sessions reach each other (listen/connect, scouting, router)"
+        )
 
 
-__all__ = ["ZenohLink", "ZenohPublisher", "ZenohSubscriber", "check_key"]
+__all__ = ["ZenohLink", "ZenohPublisher", "ZenohSubscriber", "ZenohVideoPublisher", "check_key"]

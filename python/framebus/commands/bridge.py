@@ -101,15 +101,16 @@ def engine_fields(args: argparse.Namespace) -> dict:
 
 
 #: What to do when pyzmq is missing.
-NEEDS_ZMQ = "bridges need pyzmq, which is not installed: pip install 'framebus[net]'"
+NEEDS_ZMQ = "bridges need pyzmq, which is not installed: pip install 'framebus[net]' (or use --engine zenoh with framebus[zenoh])"
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        import zmq  # noqa: F401
-    except ImportError:
-        print(f"framebus bridge {args.action}: {NEEDS_ZMQ}", file=sys.stderr)
-        return 1
+    if getattr(args, "engine", "zmq") != "zenoh":  # the Zenoh engine runs without pyzmq
+        try:
+            import zmq  # noqa: F401
+        except ImportError:
+            print(f"framebus bridge {args.action}: {NEEDS_ZMQ}", file=sys.stderr)
+            return 1
     if args.action == "keys":
         from ..net import create_certificates
 

@@ -222,7 +222,7 @@ class ImageSubscriber(_RosEnd):
             while True:  # newest wins: of the images waiting, only the last is written
                 try:
                     newer = self._inbox.pop()
-                except Exception:  # noqa: BLE001 - zmq.Again: nothing more waiting
+                except IndexError:  # nothing more waiting
                     break
                 if sample is not None:
                     self.dropped += 1
