@@ -37,6 +37,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ..errors import InvalidArgumentError
 from . import protocol as P
+from . import zenoh_wire
 from .base import SLICE_S
 from .errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError
 from .publisher import Publisher
@@ -93,10 +94,10 @@ class ZenohLink:
             raise InvalidArgumentError(f"cannot read Zenoh configuration {os.fspath(self.zenoh_config)!r}: {exc}") from None
         try:
             if self.zenoh_config is None:
-                # Zenoh's shared-memory transport keeps a file in /dev/shm that a killed process
-                # leaves behind; the engine copies frames into Zenoh's buffers anyway. A user's
-                # configuration file decides for itself.
-                cfg.insert_json5("transport/shared_memory/enabled", "false")
+                # No shared-memory transport (its file in /dev/shm outlives a killed process), a
+                # deeper transmission queue for large frames. A user's configuration file
+                # decides for itself.
+                zenoh_wire.tune(cfg)
             if self.zenoh_mode is not None:
                 cfg.insert_json5("mode", json.dumps(self.zenoh_mode))
             if self.listen:
@@ -242,8 +243,8 @@ class _SubscriberSocket(_Inbox):
     def recv_multipart(self, flags: int = 0, copy: bool = True) -> List[_Part]:
         sample = self.pop()
         if sample.attachment is None:
-            return [_Part(sample.payload.to_bytes())]
-        return [_Part(sample.attachment.to_bytes()), _Part(sample.payload.to_bytes())]
+            return [_Part(zenoh_wire.frame_bytes(sample.payload))]
+        return [_Part(sample.attachment.to_bytes()), _Part(zenoh_wire.frame_bytes(sample.payload))]
 
     def send(self, msg: bytes, flags: int = 0) -> None:
         # Like a DEALER with IMMEDIATE: nothing is queued while no publisher listens.
@@ -295,15 +296,15 @@ class ZenohPublisher(Publisher):
                 self._zsession = None
 
     def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
-        """The frame as one Zenoh payload: copied once out of its slot (then shared by every
-        subscriber and kept for a resend), or compressed."""
+        """The frame as one Zenoh payload (see zenoh_wire.frame_payload: two copies, then
+        shared by every subscriber and kept for a resend), or compressed."""
         nbytes = arr.nbytes
         flags = 0
         if self._compressor is not None:
             payload: Any = self._compressor.compress(arr)
             flags = P.F_ZSTD
         else:
-            payload = zenoh.ZBytes(arr.tobytes() if hasattr(arr, "tobytes") else bytes(arr))
+            payload = zenoh_wire.frame_payload(arr)
         if frame is not None:
             frame.release()
         return seq, ts, fid, meta, payload, flags, nbytes
