@@ -22,8 +22,10 @@ What each system does per frame, so the comparison is like for like:
   costs) from a pool whose buffers ZeroMQ has released (tracked), sends [header, frame] with
   copy=False over PUB (SNDHWM = 4); the receiver (SUB, RCVHWM = 4) gets it with copy=False.
 - framebus: the sender fills a loaned slot of a local stream (the same np.copyto), a publisher
-  thread in the same process sends it zero-copy from the slot; in the receiving process a
-  subscriber thread writes it into a local stream and the consumer takes a zero-copy view.
+  thread in the same process sends it zero-copy from the slot (the Zenoh engine: copied twice,
+  zenoh-python takes only bytes); in the receiving process a subscriber thread writes it into a
+  local stream (the Zenoh engine: after one copy out of Zenoh's sample) and the consumer takes a
+  zero-copy view.
 Latency: from the frame being ready at the sender (after the fill) to the consumer holding it as
 an ndarray, on one clock (same host). Frames/s: frames the consumer got per second. Lost: frames
 sent that the consumer never saw (PUB/SUB and latest mode drop; lossless slows the sender).
