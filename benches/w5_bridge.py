@@ -4,21 +4,28 @@ run. Not a test: it prints a table (and writes JSON with --json).
 
     python benches/w5_bridge.py [--seconds 3] [--trials 2] [--fps 30,120,240,360] [--json FILE]
     python benches/w5_bridge.py --zenoh [--fps 0]    # the bridge's engines and raw zenoh-python
+    python benches/w5_bridge.py --zenoh --systems "framebus lossless,framebus zenoh lossless,zenoh-python,zenoh-python defaults"
 
 With --zenoh the systems are the bridge in lossless mode over its two engines, ZeroMQ
 ("framebus lossless") and Eclipse Zenoh ("framebus zenoh lossless"), and raw zenoh-python
-("zenoh-python": the sender fills a frame buffer, puts its bytes with Zenoh's default publisher
-options, with the header as attachment; the receiver takes each sample off a callback
-subscriber's queue as bytes and views it as an ndarray), all on loopback TCP, peer to peer,
-scouting off.
+("zenoh-python": the sender fills a frame buffer and puts its bytes, with the header as
+attachment; the receiver takes each sample off the subscriber's queue as bytes and views it as an
+ndarray), all on loopback TCP, peer to peer, scouting off. The raw sessions and puts are set up
+as the engine's: Zenoh's shared-memory transport off, the engine's transmission queue, reliable,
+congestion control BLOCK, express (Zenoh's defaults would put with congestion control DROP,
+which loses frames, and on one host would carry them through shared memory, not TCP; that is
+"zenoh-python defaults", run only when named in --systems). --zenoh-config FILE gives the
+engine's sessions a Zenoh configuration file, e.g. one that turns the shared-memory transport on.
 
 What each system does per frame, so the comparison is like for like:
 - pyzmq: the sender fills a frame buffer (np.copyto from a template: what producing a frame
   costs) from a pool whose buffers ZeroMQ has released (tracked), sends [header, frame] with
   copy=False over PUB (SNDHWM = 4); the receiver (SUB, RCVHWM = 4) gets it with copy=False.
 - framebus: the sender fills a loaned slot of a local stream (the same np.copyto), a publisher
-  thread in the same process sends it zero-copy from the slot; in the receiving process a
-  subscriber thread writes it into a local stream and the consumer takes a zero-copy view.
+  thread in the same process sends it zero-copy from the slot (the Zenoh engine: copied twice,
+  zenoh-python takes only bytes); in the receiving process a subscriber thread writes it into a
+  local stream (the Zenoh engine: after one copy out of Zenoh's sample) and the consumer takes a
+  zero-copy view.
 Latency: from the frame being ready at the sender (after the fill) to the consumer holding it as
 an ndarray, on one clock (same host). Frames/s: frames the consumer got per second. Lost: frames
 sent that the consumer never saw (PUB/SUB and latest mode drop; lossless slows the sender).
@@ -145,11 +152,21 @@ def zmq_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
 
 
 # -- raw zenoh-python ----------------------------------------------------------------------------
-def _zenoh_session(listen: str = "", connect: str = "") -> Any:
+# "zenoh-python" is set up as the Zenoh engine sets up its own sessions and puts its frames:
+# Zenoh's shared-memory transport off and the same transmission queue (zenoh_wire.tune), reliable,
+# congestion control BLOCK (what a user who may not lose a frame sets), express, and the same
+# one-copy read of a received payload. "zenoh-python defaults" is zenoh-python as it comes:
+# shared-memory transport on (on one host a large payload then goes through a file in /dev/shm,
+# not over TCP), congestion control DROP (frames can be lost), payload read with to_bytes().
+def _zenoh_session(defaults: bool, listen: str = "", connect: str = "") -> Any:
     import zenoh
+
+    from framebus._bridge import zenoh_wire
 
     cfg = zenoh.Config()
     cfg.insert_json5("scouting/multicast/enabled", "false")
+    if not defaults:
+        zenoh_wire.tune(cfg)
     if listen:
         cfg.insert_json5("listen/endpoints", json.dumps([listen]))
     if connect:
@@ -157,12 +174,26 @@ def _zenoh_session(listen: str = "", connect: str = "") -> Any:
     return zenoh.open(cfg)
 
 
-def zenoh_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, out: Any) -> None:
+def _unlink_zenoh_segments() -> None:
+    """Zenoh removes its shared-memory files when the interpreter exits, which a
+    multiprocessing child skips (os._exit): remove those this process maps."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if line.rstrip().endswith(".zenoh") and "/dev/shm/" in line}
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def zenoh_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, out: Any, defaults: bool = False) -> None:
     import numpy as np
+    import zenoh
 
     frames = _templates(shape)
-    session = _zenoh_session(listen=f"tcp/127.0.0.1:{port}")
-    pub = session.declare_publisher("w5/raw")
+    session = _zenoh_session(defaults, listen=f"tcp/127.0.0.1:{port}")
+    qos = {} if defaults else dict(congestion_control=zenoh.CongestionControl.BLOCK, reliability=zenoh.Reliability.RELIABLE, express=True)
+    pub = session.declare_publisher("w5/raw", **qos)
     buf = np.empty(shape, np.uint8)
     while not pub.matching_status.matching:
         time.sleep(0.01)
@@ -178,13 +209,18 @@ def zenoh_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, o
     out.put(("sent", n))
     time.sleep(0.3)
     pub.undeclare()
+    if defaults:
+        _unlink_zenoh_segments()
     session.close()
 
 
-def zenoh_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
+def zenoh_receiver(shape: tuple, port: int, stop: Any, out: Any, defaults: bool = False) -> None:
     import numpy as np
 
-    session = _zenoh_session(connect=f"tcp/127.0.0.1:{port}")
+    from framebus._bridge import zenoh_wire
+
+    read = (lambda z: z.to_bytes()) if defaults else zenoh_wire.frame_bytes
+    session = _zenoh_session(defaults, connect=f"tcp/127.0.0.1:{port}")
     sub = session.declare_subscriber("w5/raw")
     out.put("ready")
     lat, times, seqs = [], [], []
@@ -194,7 +230,7 @@ def zenoh_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
             time.sleep(0.0005)
             continue
         seq, t_ns, measured = HEADER.unpack(sample.attachment.to_bytes())
-        arr = np.frombuffer(sample.payload.to_bytes(), np.uint8).reshape(shape)
+        arr = np.frombuffer(read(sample.payload), np.uint8).reshape(shape)
         _ = int(arr[0, 0, 0])
         if measured:
             lat.append((time.time_ns() - t_ns) / 1e6)
@@ -202,6 +238,8 @@ def zenoh_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
             seqs.append(seq)
     out.put(("got", lat, times, seqs))
     sub.undeclare()
+    if defaults:
+        _unlink_zenoh_segments()
     session.close()
 
 
@@ -210,6 +248,8 @@ def _engine(engine: str, port: int, end: str) -> Any:
     if engine != "zenoh":
         return {}
     where = {"listen": [f"tcp/127.0.0.1:{port}"]} if end == "publish" else {"connect": [f"tcp/127.0.0.1:{port}"]}
+    if os.environ.get("W5_ZENOH_CONFIG"):  # --zenoh-config, handed to the spawned processes
+        where["zenoh_config"] = os.environ["W5_ZENOH_CONFIG"]
     return dict(engine="zenoh", scouting=False, **where)
 
 
@@ -273,10 +313,12 @@ def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE, load
     q_send, q_recv = ctx.Queue(), ctx.Queue()
     go, stop = ctx.Event(), ctx.Event()
     port = _free_port()
-    zmq_run = system.startswith("pyzmq") or system == "zenoh-python"
-    if system == "zenoh-python":
-        sender = ctx.Process(target=zenoh_sender, args=(shape, port, seconds, fps, go, q_send))
-        receiver = ctx.Process(target=zenoh_receiver, args=(shape, port, stop, q_recv))
+    raw_zenoh = system.startswith("zenoh-python")
+    zmq_run = system.startswith("pyzmq") or raw_zenoh
+    if raw_zenoh:
+        defaults = system.endswith("defaults")
+        sender = ctx.Process(target=zenoh_sender, args=(shape, port, seconds, fps, go, q_send, defaults))
+        receiver = ctx.Process(target=zenoh_receiver, args=(shape, port, stop, q_recv, defaults))
     elif zmq_run:
         sender = ctx.Process(target=zmq_sender, args=(shape, port, seconds, fps, go, q_send))
         receiver = ctx.Process(target=zmq_receiver, args=(shape, port, stop, q_recv))
@@ -285,7 +327,7 @@ def run_once(system: str, seconds: float, fps: float, shape: tuple = SHAPE, load
         engine = "zenoh" if "zenoh" in system else "zmq"
         sender = ctx.Process(target=fb_sender, args=(shape, port, seconds, fps, mode, go, q_send, engine))
         receiver = ctx.Process(target=fb_receiver, args=(shape, port, mode, stop, q_recv, engine))
-    if system == "zenoh-python":  # the receiver connects to the sender's listener first
+    if raw_zenoh:  # the receiver connects to the sender's listener first
         receiver.start()
         sender.start()
         assert q_recv.get(timeout=60) == "ready"
@@ -337,12 +379,23 @@ def main(argv: Any = None) -> int:
     ap.add_argument("--json", help="write every run to this file")
     ap.add_argument("--shape", default="1080x1920x3", help="frame shape HxWxC, uint8 (default 1080x1920x3)")
     ap.add_argument("--zenoh", action="store_true", help="compare the bridge's engines (lossless) with raw zenoh-python instead")
+    ap.add_argument("--systems", help="comma-separated systems to run instead of the comparison's own (with --zenoh, "
+                    "'zenoh-python defaults' is one more: zenoh-python as it comes, see the module's notes)")
+    ap.add_argument("--zenoh-config", help="a Zenoh configuration file for the Zenoh engine's sessions (used as it is, as by `--zenoh-config`)")
     args = ap.parse_args(argv)
+    if args.zenoh_config:
+        os.environ["W5_ZENOH_CONFIG"] = os.path.abspath(args.zenoh_config)
     shape = tuple(int(d) for d in args.shape.split("x"))
     paced_systems = ["pyzmq", "framebus latest", "framebus lossless"]
     full_systems = ["pyzmq", "pyzmq tuned", "framebus latest", "framebus lossless"]
     if args.zenoh:
         paced_systems = full_systems = ["framebus lossless", "framebus zenoh lossless", "zenoh-python"]
+    if args.systems:
+        known = set(paced_systems) | set(full_systems) | ({"zenoh-python defaults"} if args.zenoh else set())
+        paced_systems = full_systems = [x.strip() for x in args.systems.split(",")]
+        unknown = [x for x in full_systems if x not in known]
+        if unknown:
+            ap.error(f"unknown systems {unknown}; choose from {sorted(known)}")
     runs: List[Dict[str, Any]] = []
     rates = [0.0] + sorted({float(r) for r in str(args.fps).split(",") if float(r) > 0})
 

@@ -36,6 +36,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
 from ..errors import InvalidArgumentError
 from . import protocol as P
+from . import zenoh_wire
 from .decode import VideoSubscribing
 from .encode import VideoPublishing
 from .errors import BridgeError, EndpointError, EndpointInUseError
@@ -92,10 +93,10 @@ class ZenohLink:
             raise InvalidArgumentError(f"cannot read Zenoh configuration {os.fspath(self.zenoh_config)!r}: {exc}") from None
         try:
             if self.zenoh_config is None:
-                # Zenoh's shared-memory transport keeps a file in /dev/shm that a killed process
-                # leaves behind; the engine copies frames into Zenoh's buffers anyway. A user's
-                # configuration file decides for itself.
-                cfg.insert_json5("transport/shared_memory/enabled", "false")
+                # No shared-memory transport (its file in /dev/shm outlives a killed process), a
+                # deeper transmission queue for large frames. A user's configuration file
+                # decides for itself.
+                zenoh_wire.tune(cfg)
             if self.zenoh_mode is not None:
                 cfg.insert_json5("mode", json.dumps(self.zenoh_mode))
             if self.listen:
@@ -253,8 +254,8 @@ class _SubscriberSocket(_Inbox):
         if sample is None:
             return None
         if sample.attachment is None:
-            return [_Part(sample.payload.to_bytes())]
-        return [_Part(sample.attachment.to_bytes()), _Part(sample.payload.to_bytes())]
+            return [_Part(zenoh_wire.frame_bytes(sample.payload))]
+        return [_Part(sample.attachment.to_bytes()), _Part(zenoh_wire.frame_bytes(sample.payload))]
 
     def send(self, msg: bytes) -> bool:
         # Like a DEALER with IMMEDIATE: nothing is queued while no publisher listens.
@@ -301,9 +302,9 @@ class ZenohPublisher(Publisher):
             self._zsession = None
 
     def _raw_payload(self, arr: Any, frame: Any) -> Any:
-        """The frame as one Zenoh payload: copied once out of its slot, then shared by every
-        subscriber and kept for a resend."""
-        return zenoh.ZBytes(super()._raw_payload(arr, frame))
+        """The frame as one Zenoh payload (see zenoh_wire.frame_payload: two copies, then
+        shared by every subscriber and kept for a resend)."""
+        return zenoh_wire.frame_payload(arr)
 
 
 class ZenohVideoPublisher(VideoPublishing, ZenohPublisher):

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _stream
+from .._bridge import zenoh_wire
 from .._bridge.base import SLICE_S, TICK_S, Bridge
 from .._bridge.errors import SpecMismatchError
 from .._bridge.zenoh_engine import ZenohLink, _Inbox
@@ -230,7 +231,7 @@ class ImageSubscriber(_RosEnd):
             self._accept(sample)
 
     def _accept(self, sample: Any) -> None:
-        data = sample.payload.to_bytes()
+        data = zenoh_wire.frame_bytes(sample.payload)  # one copy, fragments or not
         dds_type = str(sample.key_expr).rsplit("/", 2)[1]
         if dds_type == rmw.dds_type_name(COMPRESSED):
             from .compressed import decode
