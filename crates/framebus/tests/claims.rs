@@ -148,7 +148,9 @@ fn writes_through_a_kept_loan_after_commit_stay_private() {
 
 #[test]
 fn a_pinned_abort_keeps_the_empty_slot_until_dropped() {
-    let (_n, s) = stream("abort", 2);
+    let (n, s) = stream("abort", 2);
+    // A reader that has not taken frame 1 keeps the writer off its slot.
+    let _reader = Stream::open(&n.0, ReaderMode::Latest).unwrap();
     write(&s, 1).unwrap();
     let g = s.begin_loan(soon(), &mut || true).unwrap();
     let kept = g.abort_pinned();

@@ -17,6 +17,9 @@ pub(super) struct Constraints {
     pub pinned: u64,
     /// Smallest `consumed` of a lossless reader, or u64::MAX without any.
     pub min_consumed: u64,
+    /// Smallest `consumed` of every other reading handle, lossless or latest (u64::MAX without
+    /// any): the newest frame has been taken by every reader when this reaches its number.
+    pub min_taken: u64,
 }
 
 impl Stream {
@@ -162,15 +165,22 @@ impl Stream {
 
     /// Pins and lossless positions of all attached handles.
     pub(super) fn constraints(&self) -> Constraints {
-        let mut c = Constraints { pinned: 0, min_consumed: u64::MAX };
+        let mut c = Constraints { pinned: 0, min_consumed: u64::MAX, min_taken: u64::MAX };
+        let own = self.owned_index();
         for i in 0..self.readers_hwm() {
             let e = self.reader(i);
             if e.pid.load(Ordering::SeqCst) == 0 {
                 continue;
             }
             c.pinned |= e.pinned.load(Ordering::SeqCst);
-            if e.mode.load(Ordering::SeqCst) == mode::LOSSLESS {
+            let m = e.mode.load(Ordering::SeqCst);
+            if m == mode::LOSSLESS {
                 c.min_consumed = c.min_consumed.min(e.consumed.load(Ordering::SeqCst));
+            }
+            // This handle (the writing one) and a closed one read nothing more; any other
+            // handle may read the newest frame again, writers of the stream included.
+            if m != mode::CLOSED && Some(i) != own {
+                c.min_taken = c.min_taken.min(e.consumed.load(Ordering::SeqCst));
             }
         }
         c
