@@ -119,6 +119,8 @@ def test_held_view_survives_1000_writes_from_another_process(name):
 
 def test_writer_never_overwrites_pinned_slots_and_times_out(name):
     with framebus.create(name, shape=(8, 16), dtype=np.int32, slots=3) as w:
+        # A reader that has not taken frame 2 keeps it (else a copy write may rewrite its slot).
+        r = framebus.open(name)
         views = []
         for i in range(2):
             w.write(frame_of(i))
@@ -131,6 +133,24 @@ def test_writer_never_overwrites_pinned_slots_and_times_out(name):
         views[0].release()
         w.write(frame_of(3), timeout=5)
         assert (views[1].array == 1).all()
+        r.close()
+
+
+def test_a_copy_write_rewrites_the_newest_slot_only_once_every_reader_took_it(name):
+    with framebus.create(name, shape=(8, 16), dtype=np.int32, slots=2) as w:
+        r = framebus.open(name)
+        w.write(frame_of(0))
+        with w.view() as pinned:  # slot A pinned; frame 1 goes to slot B
+            w.write(frame_of(1))
+            assert r.read_new(timeout=1)[0, 0] == 1  # every reader took frame 1
+            # Slot A pinned, slot B holds the newest frame, which nobody needs any more.
+            w.write(frame_of(2), timeout=1)
+            assert int(pinned.array[0, 0]) == 0
+            assert w.read()[0, 0] == 2  # (the writing handle's own reads do not count)
+            # Frame 2 not yet taken by r: the writer must not rewrite it, and waits.
+            with pytest.raises(TimeoutError):
+                w.write(frame_of(3), timeout=0.2)
+        r.close()
 
 
 def test_array_outlives_release_and_close_without_changing(name):

@@ -305,7 +305,9 @@ impl Stream {
         // stream's copy write only (a loan may stay open for as long as its caller likes, and
         // readers looking for the newest frame would wait that long).
         let rewrites = self.header().flags & super::layout::FLAG_REWRITES_NEWEST != 0;
-        if reuse == Reuse::NewestWhenTaken && rewrites && latest > 0 && c.min_taken >= latest && c.pinned & (1 << latest_slot) == 0 {
+        // (A damaged `published` naming no slot is refused by the reads that follow the write.)
+        let newest_ok = latest > 0 && latest_slot < self.geometry.slot_count;
+        if reuse == Reuse::NewestWhenTaken && rewrites && newest_ok && c.min_taken >= latest && c.pinned & (1 << latest_slot) == 0 {
             let state = self.slot(latest_slot).state.load(Ordering::SeqCst);
             if state == slot_state(latest, false) && protocol::claim(&self.slot(latest_slot).state, state, 1 << latest_slot, self.pin_masks()) {
                 return Some((latest_slot, latest + 1));
