@@ -339,7 +339,7 @@ fn writer_killed_at_random_moments_never_exposes_a_torn_frame() {
                 assert!(ok && seq == id as u64 + 1, "iteration {i}: newest frame {id} (seq {seq}) is torn or mislabelled");
                 seq
             }
-            Err(Error::Empty { .. }) => owner.latest_seq(),
+            Err(Error::NewestLost { .. }) => owner.latest_seq(),
             Err(e) => panic!("iteration {i}: {e}"),
         };
         // The next write repairs whatever the dead writer left.

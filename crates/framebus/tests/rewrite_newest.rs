@@ -132,7 +132,7 @@ fn a_rewrite_given_up_leaves_no_newest_frame_until_the_next_one() {
     take(&r);
     let g = w.begin_copy(long(), &mut || true).unwrap();
     drop(g); // given up: frame 1's slot is neither frame 1 nor a new frame any more
-    assert!(matches!(r.read_latest(|f| f.seq), Err(Error::Empty { .. })));
+    assert!(matches!(r.read_latest(|f| f.seq), Err(Error::NewestLost { .. })));
     assert_eq!(w.latest_record().unwrap().0, 1);
     let waiter = {
         let name = n.0.clone();
@@ -179,7 +179,7 @@ fn a_writer_that_dies_during_a_rewrite_costs_readers_that_frame_not_a_hang() {
     assert!(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL, "the child did not reach its claim (status {status})");
     // The child's claim took frame 1's slot (every reader had taken frame 1): a reader neither
     // hangs nor sees the half-written bytes; the frame is gone.
-    assert!(matches!(r.read_latest(|f| f.seq), Err(Error::Empty { .. })));
+    assert!(matches!(r.read_latest(|f| f.seq), Err(Error::NewestLost { .. })));
     // The next write takes the lock over and the stream goes on.
     write(&w, 3);
     let (seq, _, byte) = take(&r);
@@ -200,7 +200,7 @@ fn a_handle_closed_with_its_rewrite_open_costs_readers_that_frame_not_a_hang() {
         std::mem::forget(g);
         // Closing the handle lets go of the lock; the claim stays open.
     }
-    assert!(matches!(r.read_latest(|f| f.seq), Err(Error::Empty { .. })));
+    assert!(matches!(r.read_latest(|f| f.seq), Err(Error::NewestLost { .. })));
     write(&w, 3);
     let (seq, _, byte) = take(&r);
     assert_eq!((seq, byte), (2, 3));

@@ -165,7 +165,7 @@ impl Stream {
                 Ok(true) => continue,
                 Ok(false) => {}
                 // The newest frame went with a write that was given up: its number stays.
-                Err(Error::Empty { .. }) => return Ok((seq, 0, 0)),
+                Err(Error::NewestLost { .. }) => return Ok((seq, 0, 0)),
                 Err(e) => return Err(e),
             }
             stuck.check(self, seq, slot)?;
@@ -192,7 +192,8 @@ impl Stream {
     }
 
     /// Pins the newest committed frame; returns (slot, seq). Errors with `Empty` before the
-    /// first write.
+    /// first write, and with `NewestLost` while the newest frame is gone with a rewrite of its
+    /// slot that was given up (see `await_rewrite`).
     fn pin_newest(&self) -> Result<(u32, u64)> {
         self.adopt()?;
         let mut stuck = Stuck::default();
@@ -220,7 +221,7 @@ impl Stream {
     /// After a failed pin of the newest frame (`seq` in `slot`): when its writer is rewriting
     /// that slot (a copy write may reuse it once every reader has taken the frame, writer.rs),
     /// waits until the write is published or given up and returns true (look again).
-    /// `Error::Empty` when the newest frame is gone for good: the write that replaced it was
+    /// `Error::NewestLost` when the newest frame is gone for good: the write that replaced it was
     /// given up (its writer died or discarded it) and nothing newer was published since.
     /// False for anything else (a `published` word read just before it moved on).
     fn await_rewrite(&self, seq: u64, slot: u32) -> Result<bool> {
@@ -232,7 +233,7 @@ impl Stream {
             let state = d.state.load(Ordering::SeqCst);
             match protocol::after_failed_pin(seq, self.published()? != (seq, slot), state) {
                 AfterFailedPin::Moved => return Ok(true),
-                AfterFailedPin::Lost => return Err(Error::Empty { name: self.name.clone() }),
+                AfterFailedPin::Lost => return Err(Error::NewestLost { name: self.name.clone() }),
                 AfterFailedPin::Other => return Ok(waited),
                 AfterFailedPin::Rewriting => {}
             }
@@ -244,7 +245,7 @@ impl Stream {
             let words = self.lock_words();
             let abandoned = words.holder_gone() || (words.holder_pid().is_none() && d.state.load(Ordering::SeqCst) == state && self.published()? == (seq, slot));
             if abandoned {
-                return Err(Error::Empty { name: self.name.clone() });
+                return Err(Error::NewestLost { name: self.name.clone() });
             }
             // A claim backs off without a wake when it meets a pin: wait in short slices.
             h.waiters.fetch_add(1, Ordering::SeqCst);
@@ -269,7 +270,8 @@ impl Stream {
     }
 
     /// Calls `f` with the newest committed frame pinned (a snapshot: never torn). Errors with
-    /// `Empty` before the first write.
+    /// `Empty` before the first write (`NewestLost` as `pin_newest`). Waits only while the
+    /// writer rewrites the newest frame's slot (one frame's copy).
     pub fn read_latest<R>(&self, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
         let (slot, seq) = self.pin_newest()?;
         self.note_seen(seq);
@@ -352,7 +354,7 @@ impl Stream {
                 None => match self.pin_newest() {
                     Ok(hit) => break (None, hit),
                     // The newest frame went with a write that was given up: wait for the next.
-                    Err(Error::Empty { .. }) => after = self.latest_seq(),
+                    Err(Error::NewestLost { .. }) => after = self.latest_seq(),
                     Err(e) => return Err(e),
                 },
             }
