@@ -125,6 +125,7 @@ def test_writer_never_overwrites_pinned_slots_and_times_out(name):
         for i in range(2):
             w.write(frame_of(i))
             views.append(w.view())
+            r.read()
         w.write(frame_of(2))  # the third slot; latest now, the other two pinned
         with pytest.raises(TimeoutError):
             w.write(frame_of(3), timeout=0.2)
@@ -137,19 +138,26 @@ def test_writer_never_overwrites_pinned_slots_and_times_out(name):
 
 
 def test_a_copy_write_rewrites_the_newest_slot_only_once_every_reader_took_it(name):
-    with framebus.create(name, shape=(8, 16), dtype=np.int32, slots=2) as w:
+    # 1 MiB frames: smaller ones never rewrite the newest frame's slot.
+    shape = (512, 512)
+
+    def frame(i):
+        return np.full(shape, i, np.int32)
+
+    with framebus.create(name, shape=shape, dtype=np.int32, slots=2) as w:
         r = framebus.open(name)
-        w.write(frame_of(0))
+        w.write(frame(0))
         with w.view() as pinned:  # slot A pinned; frame 1 goes to slot B
-            w.write(frame_of(1))
+            w.write(frame(1))
             assert r.read_new(timeout=1)[0, 0] == 1  # every reader took frame 1
             # Slot A pinned, slot B holds the newest frame, which nobody needs any more.
-            w.write(frame_of(2), timeout=1)
-            assert int(pinned.array[0, 0]) == 0
-            assert w.read()[0, 0] == 2  # (the writing handle's own reads do not count)
+            w.write(frame(2), timeout=1)
+            assert (pinned.array == 0).all()
+            assert (w.read() == 2).all()  # (the writing handle's own reads do not count)
             # Frame 2 not yet taken by r: the writer must not rewrite it, and waits.
             with pytest.raises(TimeoutError):
-                w.write(frame_of(3), timeout=0.2)
+                w.write(frame(3), timeout=0.2)
+            assert (r.read_new(timeout=1) == 2).all()
         r.close()
 
 

@@ -153,7 +153,7 @@ class Stream:
     def read(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
         """A copy of the newest frame (into ``out`` if given; zeros before the first write).
         Never torn. Waits only while the writer rewrites the newest frame's slot, which it does
-        once every other handle has taken that frame (one frame's copy; ``read_new`` and
+        once every reader has taken that frame (one frame's copy; ``read_new`` and
         ``wait_view`` wait for a new frame). StreamEmptyError when that rewrite was given up
         (its writer died mid-write) and no newer frame exists yet. Copies.
 

@@ -20,7 +20,8 @@ impl Drop for Name {
 
 fn stream(tag: &str, slots: u32) -> (Name, Arc<Stream>) {
     let name = Name(format!("rewrite-{tag}-{}", std::process::id()));
-    let mut spec = StreamSpec::new("|u1", 1, vec![64]);
+    // Frames of REWRITE_MIN bytes: smaller ones never rewrite the newest frame's slot.
+    let mut spec = StreamSpec::new("|u1", 1, vec![framebus::REWRITE_MIN]);
     spec.slots = slots;
     let s = Stream::create(&name.0, &spec, &CreateOptions::default()).unwrap();
     (name, Arc::new(s))
@@ -31,7 +32,7 @@ fn long() -> Deadline {
 }
 
 fn write(s: &Stream, byte: u8) -> u64 {
-    s.write(&[byte; 64], &FrameInfo { frame_id: Some(byte as i64), ..FrameInfo::default() }, long(), &mut || true).unwrap()
+    s.write(&vec![byte; framebus::REWRITE_MIN as usize], &FrameInfo { frame_id: Some(byte as i64), ..FrameInfo::default() }, long(), &mut || true).unwrap()
 }
 
 /// (seq, slot, every byte equal to the first) of the frame read_new returns.
@@ -106,7 +107,8 @@ fn a_reader_looking_during_a_rewrite_gets_the_new_frame_whole() {
     let newest = r.read_latest(|f| f.slot).unwrap();
     let mut g = w.begin_copy(long(), &mut || true).unwrap();
     assert_eq!(g.slot(), newest, "the claim did not take the slot every reader had finished with");
-    g.payload_mut()[..32].fill(2); // half written
+    let half = framebus::REWRITE_MIN as usize / 2;
+    g.payload_mut()[..half].fill(2); // half written
     let (tx, rx) = mpsc::channel();
     let reader = {
         let r = r.clone();
@@ -117,7 +119,7 @@ fn a_reader_looking_during_a_rewrite_gets_the_new_frame_whole() {
     };
     rx.recv().unwrap();
     thread::sleep(Duration::from_millis(30)); // let it reach the wait (the result holds either way)
-    g.payload_mut()[32..].fill(2);
+    g.payload_mut()[half..].fill(2);
     g.commit(&FrameInfo::default()).unwrap();
     let (seq, bytes) = reader.join().unwrap();
     assert_eq!(seq, 2);
@@ -204,4 +206,21 @@ fn a_handle_closed_with_its_rewrite_open_costs_readers_that_frame_not_a_hang() {
     write(&w, 3);
     let (seq, _, byte) = take(&r);
     assert_eq!((seq, byte), (2, 3));
+}
+
+#[test]
+fn a_handle_that_never_read_does_not_hold_the_newest_frame_back() {
+    let (n, w) = stream("idle", 4);
+    // The creator's own handle hands the name on (as a benchmark driver or a launcher does);
+    // the writer and the reader are other handles.
+    let writer = Stream::open(&n.0, ReaderMode::Latest).unwrap();
+    let r = Stream::open(&n.0, ReaderMode::Latest).unwrap();
+    write(&writer, 1);
+    let (_, first, _) = take(&r);
+    for byte in 2..10u8 {
+        write(&writer, byte);
+        assert_eq!(take(&r), (byte as u64, first, byte));
+    }
+    // The idle handle still reads the newest frame whole.
+    assert_eq!(w.read_latest(|f| (f.seq, f.payload[0])).unwrap(), (9, 9));
 }

@@ -17,8 +17,9 @@ pub(super) struct Constraints {
     pub pinned: u64,
     /// Smallest `consumed` of a lossless reader, or u64::MAX without any.
     pub min_consumed: u64,
-    /// Smallest `consumed` of every other reading handle, lossless or latest (u64::MAX without
-    /// any): the newest frame has been taken by every reader when this reaches its number.
+    /// Smallest `consumed` of every other handle that reads (lossless, or latest with a frame
+    /// read; u64::MAX without any): the newest frame has been taken by every reader when this
+    /// reaches its number.
     pub min_taken: u64,
 }
 
@@ -177,9 +178,12 @@ impl Stream {
             if m == mode::LOSSLESS {
                 c.min_consumed = c.min_consumed.min(e.consumed.load(Ordering::SeqCst));
             }
-            // This handle (the writing one) and a closed one read nothing more; any other
-            // handle may read the newest frame again, writers of the stream included.
-            if m != mode::CLOSED && Some(i) != own {
+            // Handles that read: lossless ones (their position is exact) and latest ones once
+            // they have read a frame. This handle (the writing one), closed ones and handles
+            // that never read (a creator that hands the name on, a writer, an idle monitor)
+            // do not hold the newest frame back; should they read it during a rewrite, they
+            // wait for the new frame.
+            if m != mode::CLOSED && Some(i) != own && (m == mode::LOSSLESS || e.reads.load(Ordering::Relaxed) > 0) {
                 c.min_taken = c.min_taken.min(e.consumed.load(Ordering::SeqCst));
             }
         }
