@@ -119,10 +119,13 @@ def test_held_view_survives_1000_writes_from_another_process(name):
 
 def test_writer_never_overwrites_pinned_slots_and_times_out(name):
     with framebus.create(name, shape=(8, 16), dtype=np.int32, slots=3) as w:
+        # A reader that has not taken frame 2 keeps it (else a copy write may rewrite its slot).
+        r = framebus.open(name)
         views = []
         for i in range(2):
             w.write(frame_of(i))
             views.append(w.view())
+            r.read()
         w.write(frame_of(2))  # the third slot; latest now, the other two pinned
         with pytest.raises(TimeoutError):
             w.write(frame_of(3), timeout=0.2)
@@ -131,6 +134,31 @@ def test_writer_never_overwrites_pinned_slots_and_times_out(name):
         views[0].release()
         w.write(frame_of(3), timeout=5)
         assert (views[1].array == 1).all()
+        r.close()
+
+
+def test_a_copy_write_rewrites_the_newest_slot_only_once_every_reader_took_it(name):
+    # 1 MiB frames: smaller ones never rewrite the newest frame's slot.
+    shape = (512, 512)
+
+    def frame(i):
+        return np.full(shape, i, np.int32)
+
+    with framebus.create(name, shape=shape, dtype=np.int32, slots=2) as w:
+        r = framebus.open(name)
+        w.write(frame(0))
+        with w.view() as pinned:  # slot A pinned; frame 1 goes to slot B
+            w.write(frame(1))
+            assert r.read_new(timeout=1)[0, 0] == 1  # every reader took frame 1
+            # Slot A pinned, slot B holds the newest frame, which nobody needs any more.
+            w.write(frame(2), timeout=1)
+            assert (pinned.array == 0).all()
+            assert (w.read() == 2).all()  # (the writing handle's own reads do not count)
+            # Frame 2 not yet taken by r: the writer must not rewrite it, and waits.
+            with pytest.raises(TimeoutError):
+                w.write(frame(3), timeout=0.2)
+            assert (r.read_new(timeout=1) == 2).all()
+        r.close()
 
 
 def test_array_outlives_release_and_close_without_changing(name):

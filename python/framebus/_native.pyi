@@ -152,7 +152,10 @@ class Stream:
         """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
     def read(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
         """A copy of the newest frame (into ``out`` if given; zeros before the first write).
-        Never torn; never waits (``read_new`` and ``wait_view`` wait for a frame). Copies.
+        Never torn. Waits only while the writer rewrites the newest frame's slot, which it does
+        once every reader has taken that frame (one frame's copy; ``read_new`` and
+        ``wait_view`` wait for a new frame). StreamEmptyError when that rewrite was given up
+        (its writer died mid-write) and no newer frame exists yet. Copies.
 
         On a variable-shape stream: the frame's array, a dict of its named arrays, or ``bytes``
         for a byte payload (None before the first write); ``out`` is an array (a dict of arrays

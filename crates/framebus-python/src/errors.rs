@@ -131,6 +131,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         | Error::LockBusy { name, .. }
         | Error::Ended { name }
         | Error::Empty { name }
+        | Error::NewestLost { name }
         | Error::TooManyReaders { name, .. }
         | Error::Device { name, .. }
         | Error::DeviceUnavailable { name, .. }
@@ -162,7 +163,7 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
         Error::Timeout { .. } | Error::NoFreeSlot { .. } | Error::LockBusy { .. } => ErrorKind::StreamTimeout.err(py, (msg,)),
         Error::TooManyReaders { .. } => ErrorKind::TooManyReaders.err(py, (msg,)),
         Error::LockState { .. } => ErrorKind::LockNotHeld.err(py, (msg,)),
-        Error::Empty { .. } => ErrorKind::StreamEmpty.err(py, (msg,)),
+        Error::Empty { .. } | Error::NewestLost { .. } => ErrorKind::StreamEmpty.err(py, (msg,)),
         Error::LoanOpen { .. } => ErrorKind::LoanOpen.err(py, (msg,)),
         Error::Ended { .. } => ErrorKind::StreamEnded.err(py, (msg,)),
         Error::SequenceExhausted { .. } => ErrorKind::SequenceExhausted.err(py, (msg,)),

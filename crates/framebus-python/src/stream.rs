@@ -531,8 +531,10 @@ impl PyStream {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         let pinned = match s.pin_latest() {
-            Err(Error::Empty { .. }) => {
-                self.blocking(py, deadline, false, |d, check| s.wait_for(0, d, check))?;
+            // Nothing written yet, or the newest frame went with a write that was given up.
+            Err(Error::Empty { .. } | Error::NewestLost { .. }) => {
+                let after = s.latest_seq();
+                self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))?;
                 s.pin_latest()
             }
             other => other,

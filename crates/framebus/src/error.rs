@@ -93,6 +93,11 @@ pub enum Error {
     #[error("stream {name:?} has no frame yet; wait with read_new() or write one first")]
     Empty { name: String },
 
+    /// The newest frame went with a write that was given up while rewriting its slot (every
+    /// reader had already taken that frame; its writer died or dropped the write).
+    #[error("stream {name:?} has no newest frame right now: the write that was replacing it was given up (its writer died or dropped it mid-write), and every reader had taken that frame; wait with read_new() for the next one")]
+    NewestLost { name: String },
+
     /// A CUDA call (through the GPU door) failed on a device stream.
     #[error("stream {name:?}: {op}: {source}")]
     Device { name: String, op: &'static str, #[source] source: crate::gpu::door::DoorError },

@@ -26,7 +26,7 @@ pub mod sync;
 
 pub use error::{Error, Result};
 pub use recovery::StreamInfo;
-pub use ring::{CreateOptions, FrameInfo, FrameRef, KeptSlot, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ};
+pub use ring::{CreateOptions, FrameInfo, FrameRef, KeptSlot, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ, REWRITE_MIN};
 pub use sync::deadline::Deadline;
 pub use sync::lock::Acquired;
 

@@ -59,6 +59,8 @@ fn a_kept_frame_gives_its_slot_to_its_writer_and_keeps_its_bytes() {
     assert_eq!(kept.seq(), 1);
     assert!(!kept.detached());
     assert!(kept.pins_slot());
+    // The reader takes frame 1 (and so holds back the frames it has not taken yet).
+    reader.read_latest(|_| ()).unwrap();
     // Slot B takes frame 2; frame 3 needs slot A, which only the kept frame holds.
     assert_eq!(write(&s, 8).unwrap(), 2);
     assert!(kept.pins_slot(), "nothing was evicted while a slot was free");
@@ -148,17 +150,21 @@ fn writes_through_a_kept_loan_after_commit_stay_private() {
 
 #[test]
 fn a_pinned_abort_keeps_the_empty_slot_until_dropped() {
-    let (_n, s) = stream("abort", 2);
+    let (n, s) = stream("abort", 2);
+    // A reader that has read (frame 1) but not frame 2 keeps the writer off frame 2's slot.
+    let reader = Stream::open(&n.0, ReaderMode::Latest).unwrap();
     write(&s, 1).unwrap();
+    reader.read_latest(|_| ()).unwrap();
+    write(&s, 2).unwrap();
     let g = s.begin_loan(soon(), &mut || true).unwrap();
     let kept = g.abort_pinned();
     assert_eq!(kept.seq(), 0);
     assert!(!s.lock_held());
     // The newest frame's slot and the kept slot: the kept (empty) slot is given up.
-    assert_eq!(write(&s, 2).unwrap(), 2);
+    assert_eq!(write(&s, 3).unwrap(), 3);
     assert!(!kept.pins_slot());
     drop(kept);
-    assert_eq!(write(&s, 3).unwrap(), 3);
+    assert_eq!(write(&s, 4).unwrap(), 4);
 }
 
 #[test]

@@ -8,9 +8,12 @@ Every class also subclasses the framebus exception a native caller would catch, 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import (
     FramebusError,
     StreamClosedError,
+    StreamEmptyError,
     StreamExistsError,
     StreamNotFoundError,
     StreamPermissionError,
@@ -23,9 +26,24 @@ __all__ = ["InconsistentStreamError", "StaleStreamError"]
 class InconsistentStreamError(FramebusError, RuntimeError):
     """A writer failed before publishing a complete payload (pyshmem's type).
 
-    framebus never publishes a partial frame: an aborted or crashed write is discarded and
-    readers keep the last complete frame, so framebus.pyshmem raises this only where pyshmem's
-    contract and framebus's ring agree (see docs/pyshmem.md)."""
+    framebus never publishes a partial frame: an aborted or crashed write is discarded. Readers
+    keep the last complete frame, except when that write was rewriting the newest frame's slot
+    (every reader had taken that frame): then, as under pyshmem, reads raise this until the
+    next write (see docs/pyshmem.md)."""
+
+
+def lost_frame_is_inconsistent(read: Any, name: str) -> Any:
+    """``read`` (a native read call), raising InconsistentStreamError where framebus says the
+    newest frame went with a write its writer gave up (StreamEmptyError after the first write),
+    as pyshmem does when its writer dies mid-write."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(*args, **kwargs)
+        except StreamEmptyError as e:
+            raise InconsistentStreamError(f"writer process for stream {name!r} exited during a write; a successful write is required before it can be read ({e})") from None
+
+    return call
 
 
 class StaleStreamError(FramebusError, RuntimeError):

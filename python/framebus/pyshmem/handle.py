@@ -109,8 +109,8 @@ class SharedMemory:
         # a read-only handle's refusal), not the instance's first-write hook: pyshmem has no end
         # of stream, so a compat handle is never marked as the writer (see close()).
         self._native_write = type(stream).write.__get__(stream)
-        self._read_info = stream._read_info
-        self._native_read = stream.read
+        self._read_info = _err.lost_frame_is_inconsistent(stream._read_info, stream.name)
+        self._native_read = _err.lost_frame_is_inconsistent(stream.read, stream.name)
         self._native_wait_after = stream.wait_after
         self.name: str = stream.name
         self.shape: Tuple[int, ...] = tuple(stream.shape)

@@ -180,6 +180,8 @@ impl Stream {
         h.payload_offset = g.payload_offset;
         if spec.variable {
             h.flags |= layout::FLAG_VARIABLE;
+        } else if spec.device.is_none() {
+            h.flags |= layout::FLAG_REWRITES_NEWEST;
         }
         h.magic = MAGIC;
         // SAFETY: the first HEADER_BYTES of the mapping are the header written just above.

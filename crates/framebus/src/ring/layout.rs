@@ -38,8 +38,13 @@ pub const FLAG_DEVICE: u32 = 2;
 /// `Header::flags` bit 2 (device streams only): every frame is also copied into its host slot,
 /// so readers without a GPU read the stream as a host stream.
 pub const FLAG_CPU_MIRROR: u32 = 4;
+/// `Header::flags` bit 3 (fixed host streams): a copy write may rewrite the newest frame's slot
+/// once every reader has taken that frame, and readers that look for the newest frame during
+/// such a write wait for it (writer.rs, reader.rs). Builds that do not know the bit refuse the
+/// segment, so every handle of such a stream knows the rule.
+pub const FLAG_REWRITES_NEWEST: u32 = 8;
 /// Every flag this build understands; a segment with any other bit set is refused.
-pub const KNOWN_FLAGS: u32 = FLAG_VARIABLE | FLAG_DEVICE | FLAG_CPU_MIRROR;
+pub const KNOWN_FLAGS: u32 = FLAG_VARIABLE | FLAG_DEVICE | FLAG_CPU_MIRROR | FLAG_REWRITES_NEWEST;
 /// Layout version of a device stream. Host streams keep [`VERSION`], so builds that know only
 /// version 2 go on reading them, and refuse device streams by this number.
 pub const DEVICE_VERSION: u32 = 3;

@@ -22,4 +22,4 @@ pub use kept::{set_pages_in_use_check, KeptSlot};
 pub use reader::{FrameRef, Pinned};
 pub use spec::{count, numpy_name, DeviceSpec, StreamSpec, COUNT_LIMITS, MAX_DEVICE};
 pub use layout::MAX_SEQ;
-pub use writer::{FrameInfo, WriteGuard};
+pub use writer::{FrameInfo, WriteGuard, REWRITE_MIN};

@@ -55,6 +55,35 @@ pub fn pin(state: &AtomicU64, my_mask: &AtomicU64, bit: u64, seq: u64, held: boo
     false
 }
 
+/// What a reader makes of the newest frame's slot after it failed to pin frame `seq` there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFailedPin {
+    /// `published` names another frame now: look again.
+    Moved,
+    /// The writer is rewriting the slot (it may once every reader has taken the frame): wait
+    /// for the new frame, unless the claim turns out abandoned.
+    Rewriting,
+    /// The slot was emptied while `published` still names its frame: a rewrite was given up
+    /// and the newest frame went with it.
+    Lost,
+    /// Anything else: a commit on its way to `published`; look again.
+    Other,
+}
+
+/// Classifies a failed pin of the newest frame: `moved` tells whether `published` changed
+/// since it named `seq`, `state` is the slot's state read before that check.
+pub fn after_failed_pin(seq: u64, moved: bool, state: u64) -> AfterFailedPin {
+    if moved {
+        AfterFailedPin::Moved
+    } else if state == slot_state(0, false) {
+        AfterFailedPin::Lost
+    } else if state == slot_state(seq, false) | WRITING {
+        AfterFailedPin::Rewriting
+    } else {
+        AfterFailedPin::Other
+    }
+}
+
 /// Reader: drops this handle's last pin on the slot.
 pub fn unpin(my_mask: &AtomicU64, bit: u64) {
     my_mask.fetch_and(!bit, Ordering::SeqCst);
@@ -163,6 +192,60 @@ mod loom_tests {
             assert_eq!(read_words(&record.0, &record.1, &mut out), Some(4));
             assert_eq!(out, [2, 2]);
         });
+    }
+
+    /// A writer rewriting the newest frame's slot (every reader had taken that frame) and a
+    /// reader looking for the newest frame: the reader gets frame 1 whole (pinned before the
+    /// claim), frame 2 whole (after the commit), or, when the rewrite is given up, no frame;
+    /// never bytes of one frame under the other's number.
+    fn rewrite_model(commit_it: bool) {
+        loom::model(move || {
+            let slot = Arc::new(Slot { state: AtomicU64::new(slot_state(1, false)), mask: AtomicU64::new(0), payload: UnsafeCell::new(1) });
+            let published = Arc::new(AtomicU64::new(1));
+            let (w, wp) = (slot.clone(), published.clone());
+            let writer = loom::thread::spawn(move || {
+                if claim(&w.state, slot_state(1, false), 1, std::iter::once(&w.mask)) {
+                    // SAFETY (model): the claim excludes pinned readers; loom checks it.
+                    w.payload.with_mut(|p| unsafe { *p = 2 });
+                    if commit_it {
+                        commit(&w.state, 2);
+                        wp.store(2, Ordering::SeqCst);
+                    } else {
+                        abort(&w.state);
+                    }
+                }
+            });
+            let got = loop {
+                let seq = published.load(Ordering::SeqCst);
+                if pin(&slot.state, &slot.mask, 1, seq, false) {
+                    let v = slot.payload.with(|p| unsafe { *p });
+                    assert_eq!(v, seq, "frame {seq} showed another frame's bytes");
+                    unpin(&slot.mask, 1);
+                    break Some(seq);
+                }
+                let state = slot.state.load(Ordering::SeqCst);
+                let moved = published.load(Ordering::SeqCst) != seq;
+                match after_failed_pin(seq, moved, state) {
+                    AfterFailedPin::Lost => break None,
+                    _ => loom::thread::yield_now(),
+                }
+            };
+            writer.join().unwrap();
+            match (commit_it, got) {
+                (_, Some(1)) | (true, Some(2)) | (false, None) => {}
+                other => panic!("unexpected outcome {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn loom_a_rewrite_of_the_newest_slot_is_waited_for() {
+        rewrite_model(true);
+    }
+
+    #[test]
+    fn loom_a_rewrite_given_up_leaves_no_frame() {
+        rewrite_model(false);
     }
 
     /// Two pins of one handle and a writer: the bit stays set while either pin is held.

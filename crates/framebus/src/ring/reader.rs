@@ -10,11 +10,15 @@ use std::time::Instant;
 
 use super::handle::{PinCounts, ReaderMode, Stream};
 use super::layout::{slot_state, state_seq, unpack_published, WRITING};
-use super::protocol;
+use super::protocol::{self, AfterFailedPin};
 use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
 use crate::sync::deadline::Deadline;
 use crate::sync::futex;
+
+/// How long a reader waiting for a rewrite of the newest frame's slot sleeps before it looks
+/// again (a claim that meets a pin backs off without waking anyone).
+const REWRITE_SLICE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A committed frame, pinned while the caller looks at it.
 pub struct FrameRef<'a> {
@@ -157,6 +161,13 @@ impl Stream {
             if d.state.load(Ordering::SeqCst) == slot_state(seq, false) {
                 return Ok(record);
             }
+            match self.await_rewrite(seq, slot) {
+                Ok(true) => continue,
+                Ok(false) => {}
+                // The newest frame went with a write that was given up: its number stays.
+                Err(Error::NewestLost { .. }) => return Ok((seq, 0, 0)),
+                Err(e) => return Err(e),
+            }
             stuck.check(self, seq, slot)?;
         }
     }
@@ -181,7 +192,8 @@ impl Stream {
     }
 
     /// Pins the newest committed frame; returns (slot, seq). Errors with `Empty` before the
-    /// first write.
+    /// first write, and with `NewestLost` while the newest frame is gone with a rewrite of its
+    /// slot that was given up (see `await_rewrite`).
     fn pin_newest(&self) -> Result<(u32, u64)> {
         self.adopt()?;
         let mut stuck = Stuck::default();
@@ -198,8 +210,50 @@ impl Stream {
                 }
                 return Ok((slot, seq));
             }
+            if self.await_rewrite(seq, slot)? {
+                continue;
+            }
             stuck.check(self, seq, slot)?;
             std::hint::spin_loop();
+        }
+    }
+
+    /// After a failed pin of the newest frame (`seq` in `slot`): when its writer is rewriting
+    /// that slot (a copy write may reuse it once every reader has taken the frame, writer.rs),
+    /// waits until the write is published or given up and returns true (look again).
+    /// `Error::NewestLost` when the newest frame is gone for good: the write that replaced it was
+    /// given up (its writer died or discarded it) and nothing newer was published since.
+    /// False for anything else (a `published` word read just before it moved on).
+    fn await_rewrite(&self, seq: u64, slot: u32) -> Result<bool> {
+        let h = self.header();
+        let d = self.slot(slot);
+        let mut waited = false;
+        loop {
+            let n = h.notify.load(Ordering::SeqCst);
+            let state = d.state.load(Ordering::SeqCst);
+            match protocol::after_failed_pin(seq, self.published()? != (seq, slot), state) {
+                AfterFailedPin::Moved => return Ok(true),
+                AfterFailedPin::Lost => return Err(Error::NewestLost { name: self.name.clone() }),
+                AfterFailedPin::Other => return Ok(waited),
+                AfterFailedPin::Rewriting => {}
+            }
+            // A claim is made and kept under the write lock, and commit and abort both change
+            // the state before the lock is let go. So the claim is abandoned when the lock's
+            // holder is gone (the write is given up when the lock is taken over), or when the
+            // lock is free and the state has not changed since (a handle closed with its claim
+            // open; a new holder empties the slot before any claim of its own).
+            let words = self.lock_words();
+            let abandoned = words.holder_gone() || (words.holder_pid().is_none() && d.state.load(Ordering::SeqCst) == state && self.published()? == (seq, slot));
+            if abandoned {
+                return Err(Error::NewestLost { name: self.name.clone() });
+            }
+            // A claim backs off without a wake when it meets a pin: wait in short slices.
+            h.waiters.fetch_add(1, Ordering::SeqCst);
+            if self.published()? == (seq, slot) && d.state.load(Ordering::SeqCst) == state {
+                futex::wait(&h.notify, n, REWRITE_SLICE);
+            }
+            h.waiters.fetch_sub(1, Ordering::SeqCst);
+            waited = true;
         }
     }
 
@@ -216,7 +270,8 @@ impl Stream {
     }
 
     /// Calls `f` with the newest committed frame pinned (a snapshot: never torn). Errors with
-    /// `Empty` before the first write.
+    /// `Empty` before the first write (`NewestLost` as `pin_newest`). Waits only while the
+    /// writer rewrites the newest frame's slot (one frame's copy).
     pub fn read_latest<R>(&self, f: impl FnOnce(&FrameRef<'_>) -> R) -> Result<R> {
         let (slot, seq) = self.pin_newest()?;
         self.note_seen(seq);
@@ -282,18 +337,27 @@ impl Stream {
     fn take_next(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
         self.adopt()?;
         let seen = self.seen_seq();
-        self.wait_for(seen, deadline, check)?;
-        let found = match self.mode {
-            ReaderMode::Latest => None,
-            ReaderMode::Lossless => self.pin_oldest_after(seen),
-        };
-        // Latest mode, or (never while the protocol holds) a lossless frame that is gone: take
-        // the newest frame and count the gap. A lossless frame reclaimed before the handle's
-        // entry existed (a handle adopted after fork, or resumed in another process) is not
-        // taken here: the oldest frame still in the ring is, and the gap before it is counted.
-        let (slot, seq) = match found {
-            Some(hit) => hit,
-            None => self.pin_newest()?,
+        let mut after = seen;
+        let (found, (slot, seq)) = loop {
+            self.wait_for(after, deadline, check)?;
+            let found = match self.mode {
+                ReaderMode::Latest => None,
+                ReaderMode::Lossless => self.pin_oldest_after(seen),
+            };
+            // Latest mode, or (never while the protocol holds) a lossless frame that is gone:
+            // take the newest frame and count the gap. A lossless frame reclaimed before the
+            // handle's entry existed (a handle adopted after fork, or resumed in another
+            // process) is not taken here: the oldest frame still in the ring is, and the gap
+            // before it is counted.
+            match found {
+                Some(hit) => break (found, hit),
+                None => match self.pin_newest() {
+                    Ok(hit) => break (None, hit),
+                    // The newest frame went with a write that was given up: wait for the next.
+                    Err(Error::NewestLost { .. }) => after = self.latest_seq(),
+                    Err(e) => return Err(e),
+                },
+            }
         };
         let missed = seq.saturating_sub(seen + 1);
         self.missed_last.store(missed, Ordering::Relaxed);

@@ -17,6 +17,10 @@ pub(super) struct Constraints {
     pub pinned: u64,
     /// Smallest `consumed` of a lossless reader, or u64::MAX without any.
     pub min_consumed: u64,
+    /// Smallest `consumed` of every other handle that reads (lossless, or latest with a frame
+    /// read; u64::MAX without any): the newest frame has been taken by every reader when this
+    /// reaches its number.
+    pub min_taken: u64,
 }
 
 impl Stream {
@@ -162,15 +166,25 @@ impl Stream {
 
     /// Pins and lossless positions of all attached handles.
     pub(super) fn constraints(&self) -> Constraints {
-        let mut c = Constraints { pinned: 0, min_consumed: u64::MAX };
+        let mut c = Constraints { pinned: 0, min_consumed: u64::MAX, min_taken: u64::MAX };
+        let own = self.owned_index();
         for i in 0..self.readers_hwm() {
             let e = self.reader(i);
             if e.pid.load(Ordering::SeqCst) == 0 {
                 continue;
             }
             c.pinned |= e.pinned.load(Ordering::SeqCst);
-            if e.mode.load(Ordering::SeqCst) == mode::LOSSLESS {
+            let m = e.mode.load(Ordering::SeqCst);
+            if m == mode::LOSSLESS {
                 c.min_consumed = c.min_consumed.min(e.consumed.load(Ordering::SeqCst));
+            }
+            // Handles that read: lossless ones (their position is exact) and latest ones once
+            // they have read a frame. This handle (the writing one), closed ones and handles
+            // that never read (a creator that hands the name on, a writer, an idle monitor)
+            // do not hold the newest frame back; should they read it during a rewrite, they
+            // wait for the new frame.
+            if m != mode::CLOSED && Some(i) != own && (m == mode::LOSSLESS || e.reads.load(Ordering::Relaxed) > 0) {
+                c.min_taken = c.min_taken.min(e.consumed.load(Ordering::SeqCst));
             }
         }
         c

@@ -22,6 +22,22 @@ use crate::sync::futex;
 use crate::sync::deadline::{Deadline, WAIT_SLICE};
 use crate::sync::lock::{my_token, Acquired, LockError, LockWords};
 
+/// Smallest frame whose slot a copy write may rewrite while it holds the newest frame: from
+/// here a second slot's footprint in the caches costs copy speed (1080p in lock-step: about
+/// 0.75x of one buffer); smaller frames keep the plain rule (measured no faster with it).
+pub const REWRITE_MIN: u64 = 1 << 20;
+
+/// Whether a claim may take the newest frame's slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reuse {
+    /// Never: the newest frame stays readable while the next one is written.
+    Never,
+    /// When every reader other than the writing handle has taken the newest frame (its
+    /// `consumed` reached it) and nobody pins it. Readers that look for the newest frame while
+    /// the slot is rewritten wait for the new one (reader.rs, `await_rewrite`).
+    NewestWhenTaken,
+}
+
 /// Per-frame values a writer attaches to a frame.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FrameInfo<'a> {
@@ -50,7 +66,7 @@ pub struct WriteGuard<S: Deref<Target = Stream>> {
 }
 
 impl Stream {
-    fn lock_words(&self) -> LockWords<'_> {
+    pub(super) fn lock_words(&self) -> LockWords<'_> {
         let h = self.header();
         LockWords {
             owner: &h.lock_owner,
@@ -184,17 +200,27 @@ impl Stream {
     /// Takes the lock and claims a slot for the next frame, waiting while every candidate slot
     /// is pinned or unread by a lossless reader.
     pub fn begin_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<&Stream>> {
-        let (slot, seq) = self.claim_for_write(deadline, check)?;
+        let (slot, seq) = self.claim_for_write(deadline, check, Reuse::Never)?;
+        Ok(WriteGuard { stream: self, slot, seq, token: my_token(), done: false })
+    }
+
+    /// As `begin_write`, for a frame copied in at once (`write`): the claim may also take the
+    /// newest frame's slot once every reader has taken that frame (see `Reuse`), so that a
+    /// reader in lock-step with the writer finds each frame in the slot, still in the CPU
+    /// caches, that the previous one left. The guard must be committed or dropped without
+    /// waiting on anything: readers that look for the newest frame meanwhile wait for it.
+    pub fn begin_copy(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<&Stream>> {
+        let (slot, seq) = self.claim_for_write(deadline, check, Reuse::NewestWhenTaken)?;
         Ok(WriteGuard { stream: self, slot, seq, token: my_token(), done: false })
     }
 
     /// As `begin_write`, for a loan that keeps the handle alive (zero-copy writes from Python).
     pub fn begin_loan(self: &Arc<Self>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<WriteGuard<Arc<Stream>>> {
-        let (slot, seq) = self.claim_for_write(deadline, check)?;
+        let (slot, seq) = self.claim_for_write(deadline, check, Reuse::Never)?;
         Ok(WriteGuard { stream: self.clone(), slot, seq, token: my_token(), done: false })
     }
 
-    fn claim_for_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
+    fn claim_for_write(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool, reuse: Reuse) -> Result<(u32, u64)> {
         let how = self.acquire(deadline, check)?;
         // One claim at a time: only the lock holder claims, and a fresh hold found no claim in
         // progress (abandoned ones are repaired), so a slot still being written under a
@@ -206,7 +232,7 @@ impl Stream {
                 return Err(Error::LoanOpen { name: self.name.clone(), seq });
             }
         }
-        self.claim_slot(deadline, check).inspect_err(|_| {
+        self.claim_slot(deadline, check, reuse).inspect_err(|_| {
             let _ = self.release();
         })
     }
@@ -218,7 +244,7 @@ impl Stream {
         writing.then(|| self.latest_seq().saturating_add(1))
     }
 
-    fn claim_slot(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(u32, u64)> {
+    fn claim_slot(&self, deadline: Deadline, check: &mut dyn FnMut() -> bool, reuse: Reuse) -> Result<(u32, u64)> {
         let h = self.header();
         let mut reaped_at: Option<Instant> = None;
         let mut waiting_since: Option<Instant> = None;
@@ -228,7 +254,7 @@ impl Stream {
             }
         };
         loop {
-            if let Some(claimed) = self.try_claim() {
+            if let Some(claimed) = self.try_claim(reuse) {
                 counted(waiting_since);
                 return Ok(claimed);
             }
@@ -260,7 +286,7 @@ impl Stream {
             // kept frames that may be what this one waits for.
             self.lock_words().nudge_waiters();
             let released = h.released.load(Ordering::SeqCst);
-            let claimed = self.try_claim();
+            let claimed = self.try_claim(reuse);
             if claimed.is_none() {
                 futex::wait(&h.released, released, slice);
             }
@@ -277,9 +303,22 @@ impl Stream {
     }
 
     /// Claims a free slot if there is one (see `pick_slot`): (slot, sequence of the frame to write).
-    fn try_claim(&self) -> Option<(u32, u64)> {
+    fn try_claim(&self, reuse: Reuse) -> Option<(u32, u64)> {
         let (latest, latest_slot) = unpack_published(self.header().published.load(Ordering::SeqCst));
         let mut c = self.constraints();
+        // The newest frame's slot, when every reader has taken that frame: a fixed host
+        // stream's copy write only (a loan may stay open for as long as its caller likes, and
+        // readers looking for the newest frame would wait that long).
+        let rewrites = self.header().flags & super::layout::FLAG_REWRITES_NEWEST != 0 && self.geometry.frame_bytes >= REWRITE_MIN;
+        // (A damaged `published` naming no slot is refused by the reads that follow the write.)
+        let newest_ok = latest > 0 && latest_slot < self.geometry.slot_count;
+        if reuse == Reuse::NewestWhenTaken && rewrites && newest_ok && c.min_taken >= latest && c.pinned & (1 << latest_slot) == 0 {
+            let state = self.slot(latest_slot).state.load(Ordering::SeqCst);
+            if state == slot_state(latest, false) && protocol::claim(&self.slot(latest_slot).state, state, 1 << latest_slot, self.pin_masks()) {
+                return Some((latest_slot, latest + 1));
+            }
+            c.pinned |= 1 << latest_slot;
+        }
         while let Some((slot, state)) = self.pick_slot(latest, latest_slot, &c) {
             if protocol::claim(&self.slot(slot).state, state, 1 << slot, self.pin_masks()) {
                 return Some((slot, latest + 1));
@@ -331,8 +370,14 @@ impl Stream {
             return Err(Error::InvalidArgument(format!("stream {:?} has variable-shape frames; write them with write_arrays", self.name)));
         }
         self.check_frame(data.len(), info)?;
-        let mut guard = self.begin_write(deadline, check)?;
-        crate::copy::copy_frame_to(guard.payload_mut(), data, self.header().waiters.load(Ordering::Relaxed));
+        let mut guard = self.begin_copy(deadline, check)?;
+        let h = self.header();
+        // A claim of the newest frame's slot (published moves only at commit) means every
+        // reader took that frame: readers in step with this writer, which read this one from
+        // the cache at once, as readers asleep waiting for it do.
+        let (latest, newest_slot) = unpack_published(h.published.load(Ordering::SeqCst));
+        let rewrite = u32::from(latest > 0 && guard.slot() == newest_slot);
+        crate::copy::copy_frame_to(guard.payload_mut(), data, h.waiters.load(Ordering::Relaxed).max(rewrite));
         guard.commit(info)
     }
 

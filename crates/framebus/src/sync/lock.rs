@@ -67,6 +67,15 @@ impl LockWords<'_> {
         }
     }
 
+    /// Whether the lock is held by a thread or process that is gone (the next `acquire` takes
+    /// it over).
+    pub fn holder_gone(&self) -> bool {
+        match self.owner.load(Ordering::Acquire) {
+            0 => false,
+            t => !self.holder_alive(t),
+        }
+    }
+
     /// One attempt: take the lock if free, held by us, or held by a dead thread or process.
     pub fn try_acquire(&self) -> Option<Acquired> {
         let me = my_token();
