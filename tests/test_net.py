@@ -26,6 +26,7 @@ net = pytest.importorskip("framebus.net")
 from framebus._bridge import publisher as _publisher  # noqa: E402
 from framebus._bridge import status as _status  # noqa: E402
 from framebus._bridge import subscriber as _subscriber  # noqa: E402
+from bridge_helpers import bridges, names  # noqa: E402,F401
 
 BOUND = 30.0  # seconds: upper bound of any wait below
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)  # quick reconnects in restart tests
@@ -40,33 +41,6 @@ def wait_until(cond, what, timeout=BOUND):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-@pytest.fixture
-def names(request):
-    """Unique stream names; any left at the end is removed and fails the test."""
-    prefix = f"t-net-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    made = []
-
-    def make(suffix):
-        made.append(f"{prefix}-{suffix}")
-        return made[-1]
-
-    yield make
-    left = [n for n in made if os.path.exists(f"/dev/shm/framebus.{n}")]
-    for n in left:
-        framebus.unlink(n)
-    assert not left, f"streams left behind: {left}"
-
-
-@pytest.fixture
-def bridges():
-    """Collects bridges and stops them (even when the test failed)."""
-    started = []
-    yield started.append
-    for b in reversed(started):
-        try:
-            b.stop()
-        except Exception:
-            pass
 
 
 def endpoint(kind, tmp_path):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,8 @@ import framebus
 pytest.importorskip("zmq")
 pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed (pip install 'framebus[zenoh]')")
 net = pytest.importorskip("framebus.net")
+from bridge_helpers import LoopbackLink as Link  # noqa: E402
+from bridge_helpers import bridges, names  # noqa: E402,F401
 
 BOUND = 30.0
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)
@@ -39,53 +40,6 @@ def wait_until(cond, what, timeout=BOUND):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Link:
-    """A unique key and port: the publisher listens, subscribers connect, no scouting."""
-
-    def __init__(self):
-        self.key = f"fbtest/{uuid.uuid4().hex[:12]}"
-        self.port = free_port()
-
-    @property
-    def pub(self):
-        return dict(engine="zenoh", listen=[f"tcp/127.0.0.1:{self.port}"], scouting=False)
-
-    @property
-    def sub(self):
-        return dict(engine="zenoh", connect=[f"tcp/127.0.0.1:{self.port}"], scouting=False)
-
-
-@pytest.fixture
-def names():
-    prefix = f"t-zn-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    made = []
-
-    def make(suffix):
-        made.append(f"{prefix}-{suffix}")
-        return made[-1]
-
-    yield make
-    left = [n for n in made if os.path.exists(f"/dev/shm/framebus.{n}")]
-    for n in left:
-        framebus.unlink(n)
-    assert not left, f"streams left behind: {left}"
-
-
-@pytest.fixture
-def bridges():
-    started = []
-    yield started.append
-    for b in reversed(started):
-        try:
-            b.stop()
-        except Exception:
-            pass
 
 
 def frame(shape, i, dtype=np.uint8):

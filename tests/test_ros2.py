@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from rosbags.typesys import Stores, get_typestore  # noqa: E402
 from framebus._bridge.errors import SpecMismatchError  # noqa: E402
 from framebus.ros2 import image as I  # noqa: E402
 from framebus.ros2 import rmw  # noqa: E402
+from bridge_helpers import free_port  # noqa: E402
 
 BOUND = 30.0
 TS = get_typestore(Stores.ROS2_JAZZY)
@@ -38,10 +38,6 @@ STRING_HASH = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f
 ADD_TWO_INTS_HASH = "RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

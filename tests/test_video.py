@@ -30,6 +30,7 @@ net = pytest.importorskip("framebus.net")
 from framebus._bridge import video  # noqa: E402
 
 from video_helpers import BOUND, CLOSE, H, W, Writer, error, names, picture, read_pictures, source, wait_until  # noqa: E402,F401
+from bridge_helpers import free_port  # noqa: E402
 
 
 def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
@@ -512,7 +513,7 @@ def test_a_peer_of_the_version_before_encoded_packets_is_refused_with_a_reason(n
             pub.stop()
         text = run.stdout + run.stderr
     else:
-        port = _free_port()
+        port = free_port()
         code = old + textwrap.dedent(f"""
             import sys, framebus.net as net
             pub = net.publish({source.name!r}, "tcp://127.0.0.1:{port}", encode="h264", bitrate="2M")
@@ -532,9 +533,3 @@ def test_a_peer_of_the_version_before_encoded_packets_is_refused_with_a_reason(n
     assert re.search(r"protocol [34], the subscriber [34]", text) and "protocol 4, the subscriber 4" not in text, text
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -12,12 +12,10 @@ generous upper bounds, never measurements.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 import threading
-import uuid
 
 import numpy as np
 import pytest
@@ -30,35 +28,16 @@ net = pytest.importorskip("framebus.net")
 from framebus._bridge import video  # noqa: E402
 
 from video_helpers import BOUND, CLOSE, Writer, error, names, read_pictures, source, wait_until  # noqa: E402,F401
+from bridge_helpers import LoopbackLink, free_port  # noqa: E402
 
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Link:
-    """A unique key and port: the publisher listens, subscribers connect, no scouting."""
-
-    def __init__(self):
-        self.key = f"fbvideo/{uuid.uuid4().hex[:12]}"
-        self.port = free_port()
-
-    @property
-    def pub(self):
-        return dict(engine="zenoh", listen=[f"tcp/127.0.0.1:{self.port}"], scouting=False)
-
-    @property
-    def sub(self):
-        return dict(engine="zenoh", connect=[f"tcp/127.0.0.1:{self.port}"], scouting=False)
 
 
 def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
     # gop 1000: no natural keyframe comes in this test, so the joiner's first is forced for it
-    link = Link()
+    link = LoopbackLink("fbvideo")
     writer = Writer(source)
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", gop=1000, **link.pub)
     try:
@@ -101,7 +80,7 @@ def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
 
 
 def test_end_of_stream_reaches_the_subscriber_after_every_picture(names, source):
-    link = Link()
+    link = LoopbackLink("fbvideo")
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", mode="lossless", **link.pub)
     sub = net.subscribe(link.key, names("dec"), timeout=BOUND, **link.sub)
     try:
@@ -133,7 +112,7 @@ def test_end_of_stream_reaches_the_subscriber_after_every_picture(names, source)
 
 
 def test_subscriber_killed_and_restarted_resumes(names, source, spawn):
-    link = Link()
+    link = LoopbackLink("fbvideo")
     writer = Writer(source)
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", gop=1000, **FAST, **link.pub)
     local = names("dec")
@@ -166,7 +145,7 @@ def test_subscriber_killed_and_restarted_resumes(names, source, spawn):
 
 def test_packet_path_records_a_playable_file(names, source, tmp_path):
     imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg", reason="imageio-ffmpeg is not installed (its ffmpeg checks the file)")
-    link = Link()
+    link = LoopbackLink("fbvideo")
     writer = Writer(source)
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", gop=15, **link.pub)
     sub = net.subscribe(link.key, names("pk"), packets=True, timeout=BOUND, **link.sub)
@@ -201,7 +180,7 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
     from framebus._bridge import protocol
     from framebus._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
 
-    link = Link()
+    link = LoopbackLink("fbvideo")
     writer = Writer(source, fps=100)
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", gop=1000, mode="latest", **link.pub)
     local = names("dec")
@@ -239,7 +218,7 @@ def test_zenoh_engine_runs_without_pyzmq(names):
     --help` works and framebus.ros2 imports, `framebus bridge subscribe --engine zenoh` runs (and
     says that no publisher answered), the ZeroMQ engine says what to install, and zmq was never
     imported."""
-    link = Link()
+    link = LoopbackLink("fbvideo")
     src_name, dst_name = names("src"), names("dst")
     code = textwrap.dedent(f"""
         import sys

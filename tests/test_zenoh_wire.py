@@ -5,8 +5,6 @@ arriving intact over a real bridge: fixed and variable layouts, zstd, metadata."
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 import time
 import uuid
@@ -21,42 +19,12 @@ zenoh = pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed (pip
 net = pytest.importorskip("framebus.net")
 from framebus._bridge import zenoh_wire  # noqa: E402
 from framebus._bridge.zenoh_engine import ZenohLink  # noqa: E402
+from bridge_helpers import bridges, free_port, names  # noqa: E402,F401
 
 BOUND = 30.0
 BATCH = 65535  # Zenoh's largest batch: a payload above it travels in fragments
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def names():
-    prefix = f"t-zw-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    made = []
-
-    def make(suffix):
-        made.append(f"{prefix}-{suffix}")
-        return made[-1]
-
-    yield make
-    left = [n for n in made if os.path.exists(f"/dev/shm/framebus.{n}")]
-    for n in left:
-        framebus.unlink(n)
-    assert not left, f"streams left behind: {left}"
-
-
-@pytest.fixture
-def bridges():
-    started = []
-    yield started.append
-    for b in reversed(started):
-        try:
-            b.stop()
-        except Exception:
-            pass
 
 
 # -- the sessions' settings ----------------------------------------------------------------------
