@@ -26,10 +26,11 @@ def _plan_in_child(env: Dict[str, str], code: str = "import json, framebus.tunin
 
 def test_plan_says_what_each_copy_gets():
     plan = tuning.copy_plan(1 << 10)
-    for key in ("arch", "features", "cpus", "write_large", "read", "threads", "shmem_thp", "huge_pages", "prefault", "notes", "explain"):
+    for key in ("arch", "features", "cpus", "write_large", "read", "threads", "shmem_thp", "huge_pages", "prefault", "notes", "explain", "helpers_learned"):
         assert key in plan
     assert plan["frame"]["write"] == "cached"  # small frames always go through memcpy
     assert plan["frame"]["threads"] == 1
+    assert plan["helpers_learned"].startswith("cached copies: ")
     assert "write()" in tuning.explain() and "frame of 1,024 bytes" in tuning.explain(1024)
 
 

@@ -25,7 +25,7 @@ from . import transport as tp
 from .harness import Context, case_label, get, guarded, header, make_frame, mp_context, pace, start, stop, summarize, thin
 from .records import Column, SuiteResult, compute_ratios, percentile_row
 
-KINDS = ["framebus", "framebus-zc", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2", "limit-futex"]
+KINDS = ["framebus", "framebus-1t", "framebus-zc", "pyshmem", "pyshmem-notify", "shm-naive", "pyzmq", "iceoryx2", "limit-futex"]
 #: (shape, paced rate in frames/s)
 SIZES: List[Tuple[tuple, float]] = [((1080, 1920, 3), 20.0), ((2160, 3840, 3), 8.0)]
 TIMEOUT = 20.0

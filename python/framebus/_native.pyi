@@ -525,8 +525,9 @@ def copy_plan(nbytes: Optional[int] = None) -> Dict[str, Any]:
     """How this process copies frames (decided once from the machine and the FRAMEBUS_COPY,
     FRAMEBUS_COPY_THREADS, FRAMEBUS_HUGEPAGES, FRAMEBUS_PREFAULT environment variables): keys
     arch, features, cpus, write_large, stream_min, read, threads, thread_min, shmem_thp,
-    huge_pages, prefault, pages_min, notes, explain; with ``nbytes``, "frame" says what a frame
-    of that size gets now. Copies nothing; ValueError for a negative size."""
+    huge_pages, prefault, pages_min, notes, explain, helpers_learned (what this process's own
+    copies measured with and without helper threads so far); with ``nbytes``, "frame" says what
+    a frame of that size gets now. Copies nothing; ValueError for a negative size."""
 
 # -- pipes (pipe.rs) --------------------------------------------------------------------------
 

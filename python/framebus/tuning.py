@@ -43,6 +43,8 @@ def explain(nbytes: Optional[int] = None) -> str:
     ``nbytes``, a last line for a frame of that size."""
     plan = copy_plan(nbytes)
     text: str = plan["explain"]
+    if plan["threads"] == "auto":
+        text += "\nhelper threads, measured by this process so far:\n" + plan["helpers_learned"]
     frame = plan.get("frame")
     if frame:
         text += (

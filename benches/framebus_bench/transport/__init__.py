@@ -114,6 +114,7 @@ class Transport:
 #: key -> "module:Class" (modules import their peer lazily).
 _REGISTRY: Dict[str, str] = {
     "framebus": "fb:FramebusCopy",
+    "framebus-1t": "fb:FramebusCopyOneThread",
     "framebus-view": "fb:FramebusView",
     "framebus-zc": "fb:FramebusZeroCopy",
     "framebus-pyshmem": "shm:FramebusPyshmem",

@@ -4,6 +4,7 @@ themselves once the installed framebus has ``Stream.wait_view`` / ``Stream.loan`
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import numpy as np
@@ -111,6 +112,33 @@ class FramebusCopy(Transport):
 
     def reader(self, index: int = 0) -> Reader:
         return _CopyReader(self.spec)
+
+
+class FramebusCopyOneThread(FramebusCopy):
+    """``FramebusCopy`` with every copy on the calling thread (``FRAMEBUS_COPY_THREADS=1`` in
+    each process that writes or reads): beside the default row it shows, in the same run, what
+    the copy plan's helper threads gain or cost. The plan is decided at a process's first copy,
+    so the endpoints must be opened in processes that have not copied a frame yet (the pipeline
+    suite spawns fresh ones); anywhere else the row is skipped with the reason."""
+
+    key = "framebus-1t"
+    label = "framebus write + read_new(out=), 1 copy thread"
+
+    @staticmethod
+    def _one_thread() -> None:
+        os.environ["FRAMEBUS_COPY_THREADS"] = "1"
+        import framebus.tuning
+
+        if framebus.tuning.copy_plan()["threads"] != 1:
+            raise RuntimeError("this process decided its copy plan before the one-thread row could set it")
+
+    def writer(self) -> Writer:
+        self._one_thread()
+        return super().writer()
+
+    def reader(self, index: int = 0) -> Reader:
+        self._one_thread()
+        return super().reader(index)
 
 
 class FramebusView(FramebusCopy):

@@ -6,8 +6,9 @@ use pyo3::types::PyDict;
 /// How this process copies frames: kernels, threads and page preparation, decided once from
 /// the machine and the FRAMEBUS_COPY / FRAMEBUS_COPY_THREADS / FRAMEBUS_HUGEPAGES /
 /// FRAMEBUS_PREFAULT environment variables. With `nbytes`, also what a frame of that size gets
-/// now ("frame": write kernel with no reader waiting and with one, read kernel, threads). Copies nothing; raises ValueError for a
-/// negative size.
+/// now ("frame": write kernel with no reader waiting and with one, read kernel, threads the
+/// size and the idle cores allow), and what this process's copies have measured about helper
+/// threads so far ("helpers_learned"). Copies nothing; raises ValueError for a negative size.
 #[pyfunction]
 #[pyo3(signature = (nbytes = None))]
 pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
@@ -31,6 +32,7 @@ pub fn copy_plan<'py>(py: Python<'py>, nbytes: Option<&Bound<'py, PyAny>>) -> Py
         Threads::Fixed(n) => d.set_item("threads", n)?,
     }
     d.set_item("thread_min", p.thread_min)?;
+    d.set_item("helpers_learned", framebus::copy::helpers_learned())?;
     d.set_item("shmem_thp", &p.pages.shmem_thp)?;
     d.set_item("huge_pages", p.pages.huge)?;
     d.set_item("prefault", p.pages.prefault)?;

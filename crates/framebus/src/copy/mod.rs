@@ -11,17 +11,20 @@
 //!   a reader is waiting for that fits in the last-level cache; memcpy elsewhere). Readers copy
 //!   with cached stores unless this says `stream`.
 //! - `FRAMEBUS_COPY_THREADS=auto|N`: threads sharing one copy of at least [`THREAD_MIN`] bytes
-//!   (`auto`: only cores idle the moment the copy starts, at most [`MAX_THREADS`]; helpers take
-//!   chunks from a shared cursor, so one that is not scheduled in time costs nothing).
+//!   (`auto`: only cores idle the moment the copy starts, at most [`MAX_THREADS`], and only
+//!   while this process's own copies have measured faster with helpers than without ([`learn`]);
+//!   helpers take chunks from a shared cursor, so one that is not scheduled in time costs
+//!   nothing).
 //! - `FRAMEBUS_HUGEPAGES=auto|off` and `FRAMEBUS_PREFAULT=auto|off`: see [`pages`].
 
 mod kernels;
+pub mod learn;
 pub mod pages;
 mod threads;
 
 pub use threads::{idle_cores, idle_from_stat};
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 pub use kernels::{cached, stream};
 
@@ -190,7 +193,13 @@ impl Plan {
     pub fn explain(&self) -> String {
         let mib = |b: usize| format!("{} MiB", b >> 20);
         let threads = match self.threads {
-            Threads::Auto => format!("auto: copies of {} or more use the calling thread plus idle cores (at most {MAX_THREADS} threads; {} CPUs here)", mib(self.thread_min), self.cpus),
+            Threads::Auto => format!(
+                "auto: copies of {} or more may use the calling thread plus idle cores (at most {MAX_THREADS} threads; {} CPUs here), where this process has measured that helpers make its copies at least {:.0}% faster (1 copy in {} checks again)",
+                mib(self.thread_min),
+                self.cpus,
+                (1.0 - learn::MARGIN) * 100.0,
+                learn::EXPLORE_EVERY
+            ),
             Threads::Fixed(n) => format!("{n} for copies of {} or more", mib(self.thread_min)),
         };
         let mut lines = vec![
@@ -338,9 +347,36 @@ fn run(kernel: Kernel, p: &Plan, dst: &mut [u8], src: &[u8]) {
     let n = p.threads_for(src.len(), &threads::idle_cores);
     if n <= 1 {
         f(dst, src);
-    } else {
+    } else if p.threads != Threads::Auto {
         threads::split(n, f, dst, src);
+    } else {
+        // Auto, a core idle: share the copy only where this process measured that it pays.
+        let share = with_learner(kernel, |l| l.share_next());
+        let start = std::time::Instant::now();
+        if share {
+            threads::split(n, f, dst, src);
+        } else {
+            f(dst, src);
+        }
+        let nanos = start.elapsed().as_nanos();
+        with_learner(kernel, |l| l.record(share, src.len(), nanos));
     }
+}
+
+/// What this process's copies taught about helper threads, per kernel ([`learn`]).
+static LEARNED: Mutex<[learn::Learner; 2]> = Mutex::new([learn::Learner::new(), learn::Learner::new()]);
+
+fn with_learner<T>(kernel: Kernel, f: impl FnOnce(&mut learn::Learner) -> T) -> T {
+    // A poisoned lock only means a panic elsewhere while holding it; the figures stay usable.
+    let mut all = LEARNED.lock().unwrap_or_else(|e| e.into_inner());
+    f(&mut all[kernel as usize])
+}
+
+/// What this process has measured about helper threads so far, one line per kernel (`auto`
+/// threads only; see [`learn`]).
+pub fn helpers_learned() -> String {
+    let all = *LEARNED.lock().unwrap_or_else(|e| e.into_inner());
+    [Kernel::Cached, Kernel::Stream].iter().map(|k| format!("{} copies: {}", k.name(), all[*k as usize].describe())).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
