@@ -287,6 +287,7 @@ class ZenohPublisher(Publisher):
         self.link = link
         self.key = key
         self._zsession: Any = None
+        self._staging = zenoh_wire.Staging()
         super().__init__(stream_name, key, options)
 
     def _check_endpoint(self, endpoint: Any) -> str:
@@ -302,9 +303,10 @@ class ZenohPublisher(Publisher):
             self._zsession = None
 
     def _raw_payload(self, arr: Any, frame: Any) -> Any:
-        """The frame as one Zenoh payload (see zenoh_wire.frame_payload: two copies, then
-        shared by every subscriber and kept for a resend)."""
-        return zenoh_wire.frame_payload(arr)
+        """The frame as one Zenoh payload (see zenoh_wire.frame_payload: two copies, the first
+        into this publisher's staging buffer; then shared by every subscriber and kept for a
+        resend)."""
+        return zenoh_wire.frame_payload(arr, self._staging)
 
 
 class ZenohVideoPublisher(VideoPublishing, ZenohPublisher):
