@@ -202,3 +202,36 @@ def test_the_engine_puts_and_reads_frames_through_zenoh_wire(names, bridges, mon
         pub.stop()
         src.unlink()
     assert calls["tune"] == 2 and calls["frame_payload"] >= 3 and calls["frame_bytes"] >= 3
+
+
+def test_the_subscriber_socket_reads_samples_on_zenoh_s_thread_and_hands_over_failures():
+    """The subscriber's transport copies a sample out of Zenoh in the callback (so the copy
+    overlaps the bridge thread's write of the previous frame) and queues the parts; a sample
+    it cannot read is raised by recv() on the bridge's thread instead of being lost."""
+    from framebus._bridge.zenoh_engine import _SubscriberSocket
+    from framebus._bridge import zenoh_engine
+
+    sock = object.__new__(_SubscriberSocket)
+    zenoh_engine._Inbox.__init__(sock)
+
+    class Sample:
+        def __init__(self, attachment, payload):
+            self.attachment, self.payload = attachment, payload
+
+    class Payload:
+        reads = 0
+
+        def __bytes__(self):
+            Payload.reads += 1
+            return b"frame"
+
+    sock._on_sample(Sample(zenoh.ZBytes(b"head"), Payload()))
+    assert Payload.reads == 1  # read in the callback, not left for the bridge's thread
+    sock._on_sample(Sample(None, zenoh.ZBytes(b"ack")))
+    sock._on_sample(Sample(None, object()))  # not a payload: bytes() raises TypeError
+    first, second = sock.recv(), sock.recv()
+    assert [bytes(p.buffer) for p in first] == [b"head", b"frame"]
+    assert [bytes(p.buffer) for p in second] == [b"ack"]
+    with pytest.raises(TypeError):
+        sock.recv()
+    assert sock.recv() is None
