@@ -18,17 +18,18 @@ frame that is not compressed:
   its batches of at most 64 KiB (a frame of 1080p RGB is about 95 batches, each one TCP
   write: Zenoh's batch size is a 16-bit number);
 - subscriber: Zenoh reads each batch into a buffer of its own and keeps a large frame as the
-  list of its fragments; ``frame_bytes`` copies them once into one ``bytes``, and the
-  subscriber then copies the frame once into its slot (GIL released).
+  list of its fragments; ``frame_bytes`` copies them once into one ``bytes`` (on
+  zenoh-python's callback thread), and the bridge's thread then copies the frame once into
+  its slot (GIL released), overlapping the next frame's read.
 
 Measured on a 2-core VM (benches/w5_bridge.py, 1080p RGB, lossless, loopback TCP, interleaved
-with the ZeroMQ bridge): the Zenoh engine delivers about 0.55x the ZeroMQ bridge's frames/s.
+with the ZeroMQ bridge): the Zenoh engine delivers about 0.56x the ZeroMQ bridge's frames/s.
 Profiles put the difference in Zenoh's transport (its sending thread's ~95 writes per frame,
 the receiving threads' reads) and in the two extra copies on each side, not in a setting:
 a 16 MiB receive buffer pool (``transport/link/rx/buffer_size``), 4 MiB TCP socket buffers,
 two transmission threads, preallocated queues and QoS off each moved the rate by less than
-the run-to-run spread. Staging the first copy (instead of ``arr.tobytes()``) gained 3 to
-11 % in the same runs.
+the run-to-run spread. Staging the first copy (instead of ``arr.tobytes()``) and reading
+samples on the callback thread each gained a few percent (docs/zenoh.md has the figures).
 """
 
 from __future__ import annotations
