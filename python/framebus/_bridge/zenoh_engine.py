@@ -249,8 +249,10 @@ class _SubscriberSocket(_Inbox):
     def _on_sample(self, sample: Any) -> None:
         # Runs on zenoh-python's callback thread: the copy out of Zenoh's fragments (GIL held)
         # happens here, while the bridge's thread writes the previous frame into its slot (GIL
-        # released), and Zenoh's receive buffers are freed at once. A failure is handed to the
-        # bridge's thread (Zenoh would only log it, and the frame would be lost).
+        # released), and Zenoh's receive buffers are freed at once. In latest mode a frame that a
+        # newer one replaces before it is stored was copied for nothing (the credit window bounds
+        # how many). A failure is handed to the bridge's thread (Zenoh would only log it, and the
+        # frame would be lost).
         try:
             item: Any = _parts(sample)
         except Exception as exc:  # noqa: BLE001 - re-raised by recv() on the bridge's thread
