@@ -2,9 +2,9 @@
 set up for frames of megabytes. Kept apart from the engine's socket classes so that the copy
 count of each direction is stated (and tested) in one place.
 
-What zenoh-python 1.10 offers (its ``ZBytes`` type, src/bytes.rs): ``ZBytes(obj)`` takes only
-``bytes``, ``bytearray`` or ``str`` (or its shared-memory buffers) and copies them into a
-buffer of its own, with the GIL held; a memoryview or an ndarray is refused. A ``ZBytes`` has
+What zenoh-python 1.10 offers (read in its source): ``ZBytes(obj)`` takes only ``bytes``,
+``bytearray`` or ``str`` (or its shared-memory buffers) and copies them into a buffer of its
+own, with the GIL held; a memoryview or an ndarray is refused. A ``ZBytes`` has
 no buffer protocol, no way to iterate its fragments and no way to read into a caller's buffer:
 ``to_bytes()`` and ``bytes(payload)`` are the same call, which makes a new ``bytes`` (zeroed
 first by PyO3) and reads the fragments straight into it, one copy, with the GIL held.
