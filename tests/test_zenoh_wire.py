@@ -52,18 +52,39 @@ def test_frame_payload_is_a_copy_of_the_slot():
     assert zenoh_wire.frame_payload(memoryview(b"abc")).to_bytes() == b"abc"
 
 
-def test_frame_bytes_reads_the_payload_once():
-    """bytes(payload), not to_bytes() (which joins fragments into one buffer before copying)."""
+def test_staged_payload_is_a_copy_of_the_staging_buffer():
+    """A staged payload owns its bytes: reusing the staging buffer (and the slot) for the next
+    frame leaves the payload already made (and kept for a resend) as it was."""
+    staging = zenoh_wire.Staging()
+    first = np.arange(3 * BATCH, dtype=np.uint8)
+    payload = zenoh_wire.frame_payload(first, staging)
+    want = first.tobytes()
+    first[:] = 0
+    second = zenoh_wire.frame_payload(np.full(3 * BATCH, 7, np.uint8), staging)
+    assert payload.to_bytes() == want and second.to_bytes() == bytes([7]) * (3 * BATCH)
+    # Other sizes and layouts: staged when contiguous, copied another way when not.
+    wide = np.arange(12, dtype=np.uint16).reshape(3, 4)
+    assert zenoh_wire.frame_payload(wide, staging).to_bytes() == wide.tobytes()
+    assert staging.stage(wide[:, ::2]) is None
+    assert zenoh_wire.frame_payload(wide[:, ::2], staging).to_bytes() == wide[:, ::2].tobytes()
+    assert zenoh_wire.frame_payload(memoryview(b"abc"), staging).to_bytes() == b"abc"
+    assert zenoh_wire.frame_payload(b"", staging).to_bytes() == b""
 
-    class Payload:
-        def __bytes__(self):
-            return b"frame"
 
-        def to_bytes(self):
-            raise AssertionError("to_bytes copies a fragmented payload twice")
+def test_zbytes_takes_only_bytes_bytearray_or_str():
+    """What zenoh_wire is built around: ZBytes copies bytes/bytearray and refuses buffers it
+    would have to borrow (so a frame is copied out of its slot first)."""
+    assert zenoh.ZBytes(bytearray(b"ab")).to_bytes() == b"ab"
+    for borrowed in (memoryview(b"ab"), np.zeros(2, np.uint8)):
+        with pytest.raises(TypeError):
+            zenoh.ZBytes(borrowed)
+    with pytest.raises(TypeError):
+        memoryview(zenoh.ZBytes(b"ab"))  # no buffer protocol on a payload
 
-    assert zenoh_wire.frame_bytes(Payload()) == b"frame"
+
+def test_frame_bytes_reads_the_payload():
     assert zenoh_wire.frame_bytes(zenoh.ZBytes(b"xyz")) == b"xyz"
+    assert zenoh_wire.frame_bytes(zenoh.ZBytes(b"")) == b""
 
 
 def test_fragmented_sample_reads_back_exactly():
@@ -85,15 +106,15 @@ def test_fragmented_sample_reads_back_exactly():
         b = session("connect", f"tcp/127.0.0.1:{port}")
         try:
             got, arrived = [], threading.Event()
-            sub = b.declare_subscriber(key, lambda s: (got.append(zenoh_wire.frame_bytes(s.payload)), arrived.set()))
+            sub = b.declare_subscriber(key, lambda s: (got.append((zenoh_wire.frame_bytes(s.payload), s.payload.to_bytes())), arrived.set()))
             pub = a.declare_publisher(key, congestion_control=zenoh.CongestionControl.BLOCK, reliability=zenoh.Reliability.RELIABLE, express=True)
             deadline = time.monotonic() + BOUND
             while not pub.matching_status.matching:
                 assert time.monotonic() < deadline, "the subscriber never matched"
                 time.sleep(0.01)
-            pub.put(zenoh_wire.frame_payload(data))
+            pub.put(zenoh_wire.frame_payload(data, zenoh_wire.Staging()))
             assert arrived.wait(BOUND)
-            assert got == [data.tobytes()]
+            assert got == [(data.tobytes(), data.tobytes())]  # bytes() and to_bytes() read the same
             pub.undeclare()
             sub.undeclare()
         finally:
@@ -181,3 +202,36 @@ def test_the_engine_puts_and_reads_frames_through_zenoh_wire(names, bridges, mon
         pub.stop()
         src.unlink()
     assert calls["tune"] == 2 and calls["frame_payload"] >= 3 and calls["frame_bytes"] >= 3
+
+
+def test_the_subscriber_socket_reads_samples_on_zenoh_s_thread_and_hands_over_failures():
+    """The subscriber's transport copies a sample out of Zenoh in the callback (so the copy
+    overlaps the bridge thread's write of the previous frame) and queues the parts; a sample
+    it cannot read is raised by recv() on the bridge's thread instead of being lost."""
+    from framebus._bridge.zenoh_engine import _SubscriberSocket
+    from framebus._bridge import zenoh_engine
+
+    sock = object.__new__(_SubscriberSocket)
+    zenoh_engine._Inbox.__init__(sock)
+
+    class Sample:
+        def __init__(self, attachment, payload):
+            self.attachment, self.payload = attachment, payload
+
+    class Payload:
+        reads = 0
+
+        def __bytes__(self):
+            Payload.reads += 1
+            return b"frame"
+
+    sock._on_sample(Sample(zenoh.ZBytes(b"head"), Payload()))
+    assert Payload.reads == 1  # read in the callback, not left for the bridge's thread
+    sock._on_sample(Sample(None, zenoh.ZBytes(b"ack")))
+    sock._on_sample(Sample(None, object()))  # not a payload: bytes() raises TypeError
+    first, second = sock.recv(), sock.recv()
+    assert [bytes(p.buffer) for p in first] == [b"head", b"frame"]
+    assert [bytes(p.buffer) for p in second] == [b"ack"]
+    with pytest.raises(TypeError):
+        sock.recv()
+    assert sock.recv() is None

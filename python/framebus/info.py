@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import _native
 
@@ -87,7 +87,7 @@ def stat(name: str) -> StreamInfo:
     return info
 
 
-def gc(*, dry_run: bool = False, unreadable: bool = False) -> List[str]:
+def gc(*, dry_run: bool = False, unreadable: bool = False, zenoh: bool = False) -> List[str]:
     """Removes stale streams (creator dead and no live process attached, or never initialised
     by a creator that died) and returns their names, sorted. Live streams are never removed.
 
@@ -96,8 +96,18 @@ def gc(*, dry_run: bool = False, unreadable: bool = False) -> List[str]:
     ``unreadable=True`` such a segment is removed too when its creator is dead (the creator's
     pid and start time sit at the same header offsets in every layout version) and no process
     this user can inspect maps it (``/proc/*/maps``); processes of other users cannot be
-    inspected, so use it when you know that no older or newer framebus still uses it."""
+    inspected, so use it when you know that no older or newer framebus still uses it.
+
+    With ``zenoh=True`` it also removes the files of Zenoh's shared-memory transport
+    (``/dev/shm/*.zenoh``) that no process this user can inspect holds open or maps, listed as
+    ``zenoh:FILE``: what a Zenoh process killed with SIGKILL leaves (and eclipse-zenoh 1.10
+    leaves one even at a normal exit). Zenoh applies the same rule itself when a process first
+    uses its shared memory. Processes of other users, and of other PID namespaces (containers
+    sharing /dev/shm), cannot be inspected: use it when none of those runs Zenoh with shared
+    memory on this /dev/shm."""
     removed = set(_native.gc(dry_run=dry_run))
+    if zenoh:
+        removed.update(f"zenoh:{f}" for f in gc_zenoh(dry_run=dry_run))
     if unreadable:
         for info in list_streams():
             if str(info) in removed or not dead_unreadable(info) or mapped_by(info.path)[0]:
@@ -109,6 +119,59 @@ def gc(*, dry_run: bool = False, unreadable: bool = False) -> List[str]:
                 continue
             removed.add(str(info))
     return sorted(removed)
+
+
+#: Where Zenoh's shared-memory transport keeps its segments (POSIX shared memory on Linux).
+ZENOH_SHM_DIR = "/dev/shm"
+
+
+def gc_zenoh(*, dry_run: bool = False) -> List[str]:
+    """Removes the files of Zenoh's shared-memory transport (``*.zenoh`` in /dev/shm) that no
+    process this user can inspect holds open (``/proc/*/fd``) or maps (``/proc/*/maps``), and
+    returns their file names, sorted. See ``gc(zenoh=True)``."""
+    try:
+        names = sorted(f for f in os.listdir(ZENOH_SHM_DIR) if f.endswith(".zenoh"))
+    except FileNotFoundError:
+        return []
+    if not names:
+        return []
+    in_use = _zenoh_files_in_use()
+    removed = []
+    for name in names:
+        path = os.path.join(ZENOH_SHM_DIR, name)
+        if path in in_use or not os.path.isfile(path):
+            continue
+        try:
+            if not dry_run:
+                os.unlink(path)
+        except (FileNotFoundError, PermissionError):
+            continue  # gone meanwhile, or another user's (/dev/shm is sticky)
+        removed.append(name)
+    return removed
+
+
+def _zenoh_files_in_use() -> Set[str]:
+    """Paths of ``*.zenoh`` files that a process this user can inspect holds open or maps."""
+    used: Set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{entry}/fd/{fd}")
+                except OSError:
+                    continue  # closed meanwhile
+                if target.endswith(".zenoh"):
+                    used.add(target)
+            with open(f"/proc/{entry}/maps", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    line = line.rstrip("\n")
+                    if line.endswith(".zenoh"):
+                        used.add(line.split(None, 5)[-1])
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # exited meanwhile, or not inspectable
+    return used
 
 
 def dead_unreadable(info: StreamInfo) -> bool:

@@ -247,15 +247,23 @@ class _SubscriberSocket(_Inbox):
         )
 
     def _on_sample(self, sample: Any) -> None:
-        self.put(sample)
+        # Runs on zenoh-python's callback thread: the copy out of Zenoh's fragments (GIL held)
+        # happens here, while the bridge's thread writes the previous frame into its slot (GIL
+        # released), and Zenoh's receive buffers are freed at once. In latest mode a frame that a
+        # newer one replaces before it is stored was copied for nothing (the credit window bounds
+        # how many). A failure is handed to the bridge's thread (Zenoh would only log it, and the
+        # frame would be lost).
+        try:
+            item: Any = _parts(sample)
+        except Exception as exc:  # noqa: BLE001 - re-raised by recv() on the bridge's thread
+            item = exc
+        self.put(item)
 
     def recv(self) -> Optional[List[_Part]]:
-        sample = self.take()
-        if sample is None:
-            return None
-        if sample.attachment is None:
-            return [_Part(zenoh_wire.frame_bytes(sample.payload))]
-        return [_Part(sample.attachment.to_bytes()), _Part(zenoh_wire.frame_bytes(sample.payload))]
+        item = self.take()
+        if isinstance(item, Exception):
+            raise item
+        return item
 
     def send(self, msg: bytes) -> bool:
         # Like a DEALER with IMMEDIATE: nothing is queued while no publisher listens.
@@ -267,6 +275,14 @@ class _SubscriberSocket(_Inbox):
     def close(self) -> None:
         self._up.undeclare()
         self._down.undeclare()
+
+
+def _parts(sample: Any) -> List[_Part]:
+    """A received sample as the subscriber's message parts: the attachment (a FRAME's header),
+    if any, then the payload, each read out of Zenoh in one copy (zenoh_wire.frame_bytes)."""
+    if sample.attachment is None:
+        return [_Part(zenoh_wire.frame_bytes(sample.payload))]
+    return [_Part(sample.attachment.to_bytes()), _Part(zenoh_wire.frame_bytes(sample.payload))]
 
 
 def _wire(part: Any) -> Any:
@@ -287,6 +303,7 @@ class ZenohPublisher(Publisher):
         self.link = link
         self.key = key
         self._zsession: Any = None
+        self._staging = zenoh_wire.Staging()
         super().__init__(stream_name, key, options)
 
     def _check_endpoint(self, endpoint: Any) -> str:
@@ -302,9 +319,10 @@ class ZenohPublisher(Publisher):
             self._zsession = None
 
     def _raw_payload(self, arr: Any, frame: Any) -> Any:
-        """The frame as one Zenoh payload (see zenoh_wire.frame_payload: two copies, then
-        shared by every subscriber and kept for a resend)."""
-        return zenoh_wire.frame_payload(arr)
+        """The frame as one Zenoh payload (see zenoh_wire.frame_payload: two copies, the first
+        into this publisher's staging buffer; then shared by every subscriber and kept for a
+        resend)."""
+        return zenoh_wire.frame_payload(arr, self._staging)
 
 
 class ZenohVideoPublisher(VideoPublishing, ZenohPublisher):

@@ -1,6 +1,7 @@
 """``framebus gc``: remove stale streams (creator dead and nobody attached). Never a live one.
 ``--unreadable`` also removes segments this framebus cannot read whose creator is dead and that
-no process this user can inspect maps (see ``framebus.gc``).
+no process this user can inspect maps; ``--zenoh`` the files of Zenoh's shared-memory transport
+that no such process holds open or maps (see ``framebus.gc``).
 
 A segment that is not initialised yet (empty, or cut before its header: ``framebus ls`` says
 "not initialised yet ... run `framebus gc`") is removed once it has been left so for
@@ -48,12 +49,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also remove segments this framebus cannot read (another layout version, a damaged header) whose creator is dead "
         "and that no process this user can inspect maps",
     )
+    p.add_argument(
+        "--zenoh",
+        action="store_true",
+        help="also remove the files of Zenoh's shared-memory transport (/dev/shm/*.zenoh) that no process this user can "
+        "inspect holds open or maps (what a killed Zenoh process leaves)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from ..info import gc
 
-    removed = gc(dry_run=args.dry_run, unreadable=args.unreadable)
+    removed = gc(dry_run=args.dry_run, unreadable=args.unreadable, zenoh=args.zenoh)
     verb = "would remove" if args.dry_run else "removed"
     for name in removed:
         print(f"{verb} {name}")
