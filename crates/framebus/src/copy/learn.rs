@@ -53,6 +53,18 @@ impl Recent {
     }
 }
 
+/// What a large copy does next ([`Learner::next_turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// Copy alone without asking which cores are idle: sharing has not paid, and this copy is
+    /// not one that checks again (reading /proc/stat costs about 17 µs on the 2-core VM, per
+    /// copy, which is worth paying only when the answer can change what the copy does).
+    Alone,
+    /// Ask which cores are idle; where one is, copy shared (`share`) or alone and record the
+    /// cost (where none is, copy alone and record nothing: that copy could not have shared).
+    Try { share: bool },
+}
+
 /// What one kernel's copies taught: their costs alone and shared, and how many eligible copies
 /// have asked.
 #[derive(Clone, Copy, Debug)]
@@ -74,16 +86,19 @@ impl Learner {
         Learner { alone: Recent::new(), shared: Recent::new(), asked: 0 }
     }
 
-    /// Whether the next copy that could use helpers (large enough, a core idle) should: during
-    /// the warm-up the two ways take turns, starting alone; then the faster by [`MARGIN`], except
-    /// on every [`EXPLORE_EVERY`]th copy.
-    pub fn share_next(&mut self) -> bool {
+    /// What the next large copy does: during the warm-up the two ways take turns, starting
+    /// alone; then the faster by [`MARGIN`], except on every [`EXPLORE_EVERY`]th copy, which
+    /// goes the other way.
+    pub fn next_turn(&mut self) -> Turn {
         self.asked = self.asked.wrapping_add(1);
         if self.alone.count < WARMUP || self.shared.count < WARMUP {
-            return self.alone.count > self.shared.count;
+            return Turn::Try { share: self.alone.count > self.shared.count };
         }
         let explore = self.asked.is_multiple_of(EXPLORE_EVERY);
-        self.sharing_pays() != explore
+        match (self.sharing_pays(), explore) {
+            (false, false) => Turn::Alone,
+            (pays, explore) => Turn::Try { share: pays != explore },
+        }
     }
 
     /// Whether sharing has measured faster, by the margin (false until both ways are measured).
@@ -134,9 +149,10 @@ mod tests {
     fn run(l: &mut Learner, copies: u32, alone: f64, shared: f64) -> u32 {
         let mut n = 0;
         for _ in 0..copies {
-            let s = l.share_next();
-            n += s as u32;
-            l.record(s, 1 << 20, ((if s { shared } else { alone }) * (1 << 20) as f64) as u128);
+            if let Turn::Try { share } = l.next_turn() {
+                n += share as u32;
+                l.record(share, 1 << 20, ((if share { shared } else { alone }) * (1 << 20) as f64) as u128);
+            }
         }
         n
     }
@@ -144,24 +160,33 @@ mod tests {
     #[test]
     fn the_warm_up_tries_each_way_in_turn_starting_alone() {
         let mut l = Learner::new();
-        let ways: Vec<bool> = (0..2 * WARMUP)
+        let ways: Vec<Turn> = (0..2 * WARMUP)
             .map(|_| {
-                let s = l.share_next();
-                l.record(s, 100, 100);
-                s
+                let t = l.next_turn();
+                if let Turn::Try { share } = t {
+                    l.record(share, 100, 100);
+                }
+                t
             })
             .collect();
-        assert_eq!(ways, [false, true].repeat(WARMUP as usize));
+        assert_eq!(ways, [Turn::Try { share: false }, Turn::Try { share: true }].repeat(WARMUP as usize));
         assert!(!l.sharing_pays(), "equal costs: one thread");
+        // A turn whose copy could not share (no idle core) records nothing: the next asks again.
+        let mut l = Learner::new();
+        assert_eq!(l.next_turn(), Turn::Try { share: false });
+        assert_eq!(l.next_turn(), Turn::Try { share: false });
     }
 
     #[test]
     fn helpers_that_do_not_pay_are_used_only_to_check_again() {
         let mut l = Learner::new();
         run(&mut l, 2 * WARMUP, 0.05, 0.05);
-        // Sharing is no faster: after the warm-up only one copy in EXPLORE_EVERY shares.
+        // Sharing is no faster: after the warm-up only one copy in EXPLORE_EVERY shares, and
+        // the others do not even ask which cores are idle.
         let shared = run(&mut l, 10 * EXPLORE_EVERY, 0.05, 0.06);
         assert_eq!(shared, 10);
+        let turns: Vec<Turn> = (0..EXPLORE_EVERY).map(|_| l.next_turn()).collect();
+        assert_eq!(turns.iter().filter(|t| **t == Turn::Alone).count(), EXPLORE_EVERY as usize - 1);
         assert!(l.describe().ends_with("one thread"), "{}", l.describe());
     }
 

@@ -344,23 +344,35 @@ fn run(kernel: Kernel, p: &Plan, dst: &mut [u8], src: &[u8]) {
         Kernel::Cached => cached,
         Kernel::Stream => stream,
     };
+    if src.len() < p.thread_min {
+        return f(dst, src);
+    }
+    if p.threads != Threads::Auto {
+        let n = p.threads_for(src.len(), &|| 0);
+        if n <= 1 {
+            f(dst, src);
+        } else {
+            threads::split(n, f, dst, src);
+        }
+        return;
+    }
+    // Auto: share the copy only where this process measured that it pays, and ask which cores
+    // are idle only when the answer can change what this copy does.
+    let learn::Turn::Try { share } = with_learner(kernel, |l| l.next_turn()) else {
+        return f(dst, src);
+    };
     let n = p.threads_for(src.len(), &threads::idle_cores);
     if n <= 1 {
-        f(dst, src);
-    } else if p.threads != Threads::Auto {
+        return f(dst, src);
+    }
+    let start = std::time::Instant::now();
+    if share {
         threads::split(n, f, dst, src);
     } else {
-        // Auto, a core idle: share the copy only where this process measured that it pays.
-        let share = with_learner(kernel, |l| l.share_next());
-        let start = std::time::Instant::now();
-        if share {
-            threads::split(n, f, dst, src);
-        } else {
-            f(dst, src);
-        }
-        let nanos = start.elapsed().as_nanos();
-        with_learner(kernel, |l| l.record(share, src.len(), nanos));
+        f(dst, src);
     }
+    let nanos = start.elapsed().as_nanos();
+    with_learner(kernel, |l| l.record(share, src.len(), nanos));
 }
 
 /// What this process's copies taught about helper threads, per kernel ([`learn`]).
