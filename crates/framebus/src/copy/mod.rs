@@ -358,7 +358,7 @@ fn run(kernel: Kernel, p: &Plan, dst: &mut [u8], src: &[u8]) {
     }
     // Auto: share the copy only where this process measured that it pays, and ask which cores
     // are idle only when the answer can change what this copy does.
-    let learn::Turn::Try { share } = with_learner(kernel, |l| l.next_turn()) else {
+    let learn::Turn::Try { share } = with_learner(kernel, |l| l.next_turn()).unwrap_or(learn::Turn::Alone) else {
         return f(dst, src);
     };
     let n = p.threads_for(src.len(), &threads::idle_cores);
@@ -378,16 +378,39 @@ fn run(kernel: Kernel, p: &Plan, dst: &mut [u8], src: &[u8]) {
 /// What this process's copies taught about helper threads, per kernel ([`learn`]).
 static LEARNED: Mutex<[learn::Learner; 2]> = Mutex::new([learn::Learner::new(), learn::Learner::new()]);
 
-fn with_learner<T>(kernel: Kernel, f: impl FnOnce(&mut learn::Learner) -> T) -> T {
-    // A poisoned lock only means a panic elsewhere while holding it; the figures stay usable.
-    let mut all = LEARNED.lock().unwrap_or_else(|e| e.into_inner());
-    f(&mut all[kernel as usize])
+/// Runs `f` on `kernel`'s figures, or returns None without waiting when another thread has them
+/// (a copy then goes alone and teaches nothing). Never blocking also keeps a child forked while
+/// another thread of its parent held the lock from waiting forever on a lock nobody will release.
+fn with_learner<T>(kernel: Kernel, f: impl FnOnce(&mut learn::Learner) -> T) -> Option<T> {
+    let mut all = match LEARNED.try_lock() {
+        Ok(all) => all,
+        // A poisoned lock only means a panic elsewhere while holding it; the figures stay usable.
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    Some(f(&mut all[kernel as usize]))
 }
 
 /// What this process has measured about helper threads so far, one line per kernel (`auto`
 /// threads only; see [`learn`]).
 pub fn helpers_learned() -> String {
-    let all = *LEARNED.lock().unwrap_or_else(|e| e.into_inner());
+    // A copy holds the lock for a few instructions: retry a while, but never wait forever (a
+    // child forked while its parent's copy held it).
+    let mut all = None;
+    for _ in 0..1000 {
+        match LEARNED.try_lock() {
+            Ok(g) => all = Some(*g),
+            Err(std::sync::TryLockError::Poisoned(e)) => all = Some(*e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::yield_now();
+                continue;
+            }
+        }
+        break;
+    }
+    let Some(all) = all else {
+        return "helper threads: figures not available (held by a thread that is gone)".to_owned();
+    };
     [Kernel::Cached, Kernel::Stream].iter().map(|k| format!("{} copies: {}", k.name(), all[*k as usize].describe())).collect::<Vec<_>>().join("\n")
 }
 
@@ -495,6 +518,19 @@ mod tests {
         // An instruction cache is never the answer; nothing readable: unknown.
         assert_eq!(llc_from(&[e("4", "Instruction", "64M")]), None);
         assert_eq!(llc_from(&[e("x", "Unified", "1M"), e("2", "Unified", "?")]), None);
+    }
+
+    #[test]
+    fn a_copy_never_waits_for_the_figures() {
+        // As in a child forked while a thread of its parent held them: the copy goes alone.
+        let held = LEARNED.lock().unwrap();
+        let p = Plan::decide(&env(&[]));
+        let src: Vec<u8> = (0..THREAD_MIN + 3).map(|i| (i % 249) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        run(Kernel::Cached, &p, &mut dst, &src);
+        assert!(dst == src);
+        drop(held);
+        assert!(helpers_learned().starts_with("cached copies: "));
     }
 
     #[test]
