@@ -1,11 +1,11 @@
 //! Whether helper threads make this process's large copies faster, learned from the copies
 //! themselves.
 //!
-//! A core that looks idle does not make a helper pay. On a 2-core VM a copy of 32 MiB runs no
-//! faster on two threads than on one (one core already takes the memory bandwidth the VM gets),
-//! and in a lock-step ping-pong the idle core is the partner's, asleep until the frame is
-//! published: waking it for a helper made the copy slower (docs/benchmarks.md). On a large
-//! server two threads copy close to twice as fast. No rule of thumb covers both, so each process
+//! A core that looks idle does not make a helper pay. On a 2-core VM copies of 32 MiB in a loop
+//! ran no faster on two threads than on one, and in a lock-step ping-pong the idle core is the
+//! partner's, asleep until the frame is published: waking it for a helper made the hop slower
+//! (docs/benchmarks.md). On a server where one core cannot draw the memory's bandwidth alone,
+//! helpers pay. No rule of thumb covers both, so each process
 //! times its own copies: for each kernel it keeps the cost per byte of its recent copies made
 //! alone and made with helpers, tries each way [`WARMUP`] times, then shares a copy only while
 //! sharing has measured at least [`MARGIN`] faster, and keeps checking the other way on one copy
