@@ -1,16 +1,30 @@
 """Helpers shared by the bridge tests (ZeroMQ and Zenoh engines, ROS 2, video): free ports,
-Zenoh links on loopback, unique stream names that must not be left behind, and bridges that
-are stopped when a test ends. Test modules import the fixtures by name."""
+Zenoh links on loopback, waiting for a condition, unique stream names that must not be left
+behind, and bridges that are stopped when a test ends. Test modules import the fixtures by
+name."""
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 
 import pytest
 
 import framebus
+
+BOUND = 30.0  # seconds: upper bound of any wait in the bridge tests
+
+
+def wait_until(cond, what, timeout=BOUND):
+    """Polls ``cond`` every 10 ms; AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def free_port() -> int:
@@ -48,7 +62,8 @@ def names(request):
         return made[-1]
 
     yield make
-    left = [n for n in made if os.path.exists(f"/dev/shm/framebus.{n}")]
+    # Every stream with the prefix counts, also those a bridge made from a name it was given.
+    left = sorted(n[len("framebus."):] for n in os.listdir("/dev/shm") if n.startswith(f"framebus.{prefix}"))
     for n in left:
         framebus.unlink(n)
     assert not left, f"streams left behind: {left}"

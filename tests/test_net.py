@@ -26,19 +26,10 @@ net = pytest.importorskip("framebus.net")
 from framebus._bridge import publisher as _publisher  # noqa: E402
 from framebus._bridge import status as _status  # noqa: E402
 from framebus._bridge import subscriber as _subscriber  # noqa: E402
-from bridge_helpers import bridges, names  # noqa: E402,F401
+from bridge_helpers import BOUND, bridges, names, wait_until  # noqa: E402,F401
 
-BOUND = 30.0  # seconds: upper bound of any wait below
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)  # quick reconnects in restart tests
 
-
-def wait_until(cond, what, timeout=BOUND):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 

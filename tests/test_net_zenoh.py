@@ -25,19 +25,10 @@ pytest.importorskip("zmq")
 pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed (pip install 'framebus[zenoh]')")
 net = pytest.importorskip("framebus.net")
 from bridge_helpers import LoopbackLink as Link  # noqa: E402
-from bridge_helpers import bridges, names  # noqa: E402,F401
+from bridge_helpers import BOUND, bridges, names, wait_until  # noqa: E402,F401
 
-BOUND = 30.0
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)
 
-
-def wait_until(cond, what, timeout=BOUND):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 

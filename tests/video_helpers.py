@@ -1,22 +1,21 @@
 """What the encoded-bridge tests of both engines share (tests/test_video.py,
 tests/test_video_zenoh.py): 320x240 moving test pictures whose content is a function of their
-frame_id, a paced writer, a reader of decoded pictures, and fixtures for unique stream names.
+frame_id, a paced writer and a reader of decoded pictures (waits and stream names come from
+bridge_helpers).
 Needs no bridge engine itself."""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
-import uuid
 
 import numpy as np
 import pytest
 
 import framebus
+from bridge_helpers import BOUND, names, wait_until  # noqa: F401 (re-exported for the video tests)
 
 H, W = 240, 320
-BOUND = 30.0
 #: Mean absolute difference (0-255) under which a decoded picture counts as its source: x264 at
 #: 2 Mbit/s stays near 1-3 on this pattern; a picture decoded from missing data is tens off.
 CLOSE = 12.0
@@ -35,29 +34,8 @@ def error(arr: np.ndarray, i: int) -> float:
     return float(np.abs(arr.astype(np.int16) - picture(i)).mean())
 
 
-def wait_until(cond, what, timeout=BOUND):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-@pytest.fixture
-def names():
-    prefix = f"t-video-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    made = []
-
-    def make(suffix):
-        made.append(f"{prefix}-{suffix}")
-        return made[-1]
-
-    yield make
-    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"framebus.{prefix}")]
-    for n in left:
-        framebus.unlink(n[len("framebus."):])
-    assert not left, f"streams left behind: {left}"
 
 
 class Writer:
