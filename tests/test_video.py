@@ -1,5 +1,7 @@
-"""Encoded bridges (framebus.net.publish(encode=...)): keyframe on join, restart, a lossy and
-late link, end of stream, the packet path into ``framebus record``, bad input.
+"""Encoded bridges on the ZeroMQ engine (framebus.net.publish(encode=...)): dropped packets, a
+lossy and late link, other codecs, a producer restarted at a new size, bad input, versions.
+What both engines must do (keyframe on join, restart, end of stream, the packet path into
+``framebus record``) is tested for each in tests/test_video_engines.py.
 
 Frames are 320x240 moving test patterns whose content is a function of their frame_id, so a
 decoded picture is checked against what was written: a picture decoded from missing
@@ -31,134 +33,6 @@ from framebus._bridge import video  # noqa: E402
 
 from video_helpers import BOUND, CLOSE, H, W, Writer, error, names, picture, read_pictures, source, wait_until  # noqa: E402,F401
 from bridge_helpers import free_port  # noqa: E402
-
-
-def test_late_joiner_starts_at_a_keyframe_and_decodes(names, source):
-    # gop 1000: no natural keyframe comes in this test, so the joiner's first is forced for it
-    writer = Writer(source)
-    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000)
-    try:
-        wait_until(lambda: pub.encoder.pictures > 20, "pictures encoded before anyone joins")
-        keyframes_before = pub.encoder.keyframes
-        # the packets go into a stream made here, so that a reader sees the very first one
-        out = pub.encoder._out
-        mine = framebus.create(names("pk"), capacity=out.size, slots=out.slots, meta_capacity=out.meta_capacity)
-        r = framebus.open(mine.name, mode="lossless")
-        packets = net.subscribe(pub.endpoint, mine.name, packets=True)
-        decoded = net.subscribe(pub.endpoint, names("dec"))
-        try:
-            with r:
-                frame = r.wait_view(BOUND)
-                with frame:
-                    assert frame.codec == "h264"
-                    header = video.unpack_header(frame.meta)
-                    assert header is not None and header.key
-                    data, fid = bytes(memoryview(frame)), frame.frame_id
-            ctx = av.CodecContext.create("h264", "r")
-            pictures = ctx.decode(av.Packet(data)) + ctx.decode(None)
-            assert pictures, "the first packet alone did not decode"
-            assert error(pictures[0].to_ndarray(format="rgb24"), fid) < CLOSE
-            got = read_pictures(decoded.raw_stream, 10)
-            for fid, arr in got:
-                assert arr.shape == (H, W, 3) and arr.dtype == np.uint8
-                assert error(arr, fid) < CLOSE, f"picture {fid} is not its source"
-            assert decoded.decoder.first_from_keyframe is True
-            assert decoded.decoder.skipped == 0
-            assert pub.encoder.keyframes > keyframes_before  # forced for the joiners
-        finally:
-            packets.stop()
-            decoded.stop()
-            mine.unlink()
-    finally:
-        writer.stop()
-        pub.stop()
-
-
-def test_end_of_stream_reaches_the_subscriber_after_every_picture(names, source):
-    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", mode="lossless")
-    sub = net.subscribe(pub.endpoint, names("dec"))
-    try:
-        wait_until(lambda: pub.stats.peers == 1, "the subscriber")
-        writer = Writer(source, fps=200, count=40)
-        wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.raw_stream}"), "the decoded stream")
-        with framebus.open(sub.raw_stream, mode="lossless") as r:
-            # read while the writer writes: lossless holds it back to this reader
-
-            def end_after_40():
-                wait_until(lambda: writer.written == 40, "the writer's 40 frames")
-                writer.stop()
-                source.end()
-
-            ender = threading.Thread(target=end_after_40, daemon=True)
-            ender.start()
-            seen = []
-            with pytest.raises(framebus.StreamEndedError):
-                while True:
-                    with r.wait_view(BOUND) as f:
-                        assert error(np.asarray(f), f.frame_id) < CLOSE
-                        seen.append(f.frame_id)
-            ender.join(BOUND)
-        assert seen and seen[-1] == 40, seen  # lossless: up to the last one
-        assert seen == sorted(seen)
-    finally:
-        sub.stop()
-        pub.stop()
-
-
-def test_subscriber_killed_and_restarted_resumes(names, source, spawn):
-    writer = Writer(source)
-    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=1000, heartbeat_ivl=0.2, peer_timeout=1.5)
-    local = names("dec")
-    try:
-        child = spawn(textwrap.dedent(f"""
-            import framebus.net as net, sys, time
-            sub = net.subscribe({pub.endpoint!r}, {local!r})
-            while sub.decoder is None or sub.decoder.pictures < 5:
-                time.sleep(0.01)
-            print("decoding", flush=True)
-            time.sleep(60)
-        """))
-        child.expect("decoding")
-        child.kill()  # SIGKILL: no BYE, its streams left behind
-        child.close()
-        sub = net.subscribe(pub.endpoint, local, heartbeat_ivl=0.2, peer_timeout=1.5)
-        try:
-            # the dead child's stream is replaced at the first picture: read the new one
-            wait_until(lambda: sub.decoder is not None and sub.decoder.pictures > 0, "the first picture")
-            for fid, arr in read_pictures(local, 10):
-                assert error(arr, fid) < CLOSE
-            assert sub.decoder.first_from_keyframe is True
-        finally:
-            sub.stop()
-        assert not os.path.exists(f"/dev/shm/framebus.{local}")
-    finally:
-        writer.stop()
-        pub.stop()
-
-
-def test_packet_path_records_a_playable_file(names, source, tmp_path):
-    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
-    writer = Writer(source)
-    pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M", gop=15)
-    sub = net.subscribe(pub.endpoint, names("pk"), packets=True)
-    out = tmp_path / "out.mp4"
-    try:
-        wait_until(lambda: os.path.exists(f"/dev/shm/framebus.{sub.stream_name}"), "the packet stream")
-        rec = subprocess.run(
-            [sys.executable, "-m", "framebus", "record", sub.stream_name, str(out), "--frames", "30"],
-            capture_output=True, text=True, timeout=120,
-        )
-        assert rec.returncode == 0, rec.stderr
-    finally:
-        sub.stop()
-        writer.stop()
-        pub.stop()
-    ffmpeg = imageio_ffmpeg.get_ffmpeg_exe()
-    probe = subprocess.run([ffmpeg, "-v", "error", "-i", str(out), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True, timeout=120)
-    assert probe.returncode == 0, probe.stderr
-    assert not probe.stderr.strip(), probe.stderr  # no decoding error
-    frames = np.frombuffer(probe.stdout, np.uint8).reshape(-1, H, W, 3)
-    assert len(frames) == 30, f"{len(frames)} pictures in the file"
 
 
 def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
