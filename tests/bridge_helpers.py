@@ -27,6 +27,21 @@ def wait_until(cond, what, timeout=BOUND):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def bench_streams_left() -> list:
+    """Streams of benches/w5_bridge.py runs whose creator has exited: what a run that cleaned
+    up after itself leaves is nothing (another run may be live beside it: its streams count only
+    once their creator is gone)."""
+    out = []
+    for n in os.listdir("/dev/shm"):
+        if n.startswith("framebus.w5net-"):
+            try:
+                if not framebus.stat(n[len("framebus."):]).creator_alive:
+                    out.append(n)
+            except OSError:
+                pass
+    return out
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:

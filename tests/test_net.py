@@ -26,7 +26,7 @@ net = pytest.importorskip("framebus.net")
 from framebus._bridge import publisher as _publisher  # noqa: E402
 from framebus._bridge import status as _status  # noqa: E402
 from framebus._bridge import subscriber as _subscriber  # noqa: E402
-from bridge_helpers import BOUND, bridges, names, wait_until  # noqa: E402,F401
+from bridge_helpers import BOUND, bench_streams_left, bridges, names, wait_until  # noqa: E402,F401
 
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)  # quick reconnects in restart tests
 
@@ -619,18 +619,7 @@ def test_w5_bridge_benchmark_runs(tmp_path):
     assert {r["load"] for r in runs} == {"full speed", "pyzmq's rate", "paced 50/s"}
     assert all(r["received"] > 0 for r in runs)
 
-    def leaked():  # streams of the benchmark's processes, all gone by now (others may run it too)
-        out = []
-        for n in os.listdir("/dev/shm"):
-            if n.startswith("framebus.w5net-"):
-                try:
-                    if not framebus.stat(n[len("framebus."):]).creator_alive:
-                        out.append(n)
-                except OSError:
-                    pass
-        return out
-
-    assert not leaked()
+    assert not bench_streams_left()
 
 
 def test_bridge_options_are_declared_once():

@@ -25,7 +25,7 @@ pytest.importorskip("zmq")
 pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed (pip install 'framebus[zenoh]')")
 net = pytest.importorskip("framebus.net")
 from bridge_helpers import LoopbackLink as Link  # noqa: E402
-from bridge_helpers import BOUND, bridges, names, wait_until  # noqa: E402,F401
+from bridge_helpers import BOUND, bench_streams_left, bridges, names, wait_until  # noqa: E402,F401
 
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)
 
@@ -367,18 +367,7 @@ def test_w5_bridge_benchmark_zenoh_rows_run(tmp_path):
     assert all(r["received"] > 0 for r in runs)
     assert all(r["lost"] == 0 for r in runs if r["system"] != "zenoh-python")
 
-    def leaked():  # streams of the benchmark's processes, all gone by now (others may run it too)
-        out = []
-        for n in os.listdir("/dev/shm"):
-            if n.startswith("framebus.w5net-"):
-                try:
-                    if not framebus.stat(n[len("framebus."):]).creator_alive:
-                        out.append(n)
-                except OSError:
-                    pass
-        return out
-
-    assert not leaked()
+    assert not bench_streams_left()
 
 
 def test_latest_slow_subscriber_keeps_the_newest(names, bridges):
