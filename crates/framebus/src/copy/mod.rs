@@ -356,20 +356,15 @@ fn run(kernel: Kernel, p: &Plan, dst: &mut [u8], src: &[u8]) {
         }
         return;
     }
-    // Auto: share the copy only where this process measured that it pays, and ask which cores
-    // are idle only when the answer can change what this copy does.
-    let learn::Turn::Try { share } = with_learner(kernel, |l| l.next_turn()).unwrap_or(learn::Turn::Alone) else {
-        return f(dst, src);
-    };
-    let n = p.threads_for(src.len(), &threads::idle_cores);
-    if n <= 1 {
-        return f(dst, src);
-    }
+    // Auto: share the copy only where this process measured that sharing pays, and ask which
+    // cores are idle (a system call) only under the sharing policy.
+    let share = with_learner(kernel, |l| l.share_next()).unwrap_or(false);
     let start = std::time::Instant::now();
-    if share {
-        threads::split(n, f, dst, src);
-    } else {
+    let n = if share { p.threads_for(src.len(), &threads::idle_cores) } else { 1 };
+    if n <= 1 {
         f(dst, src);
+    } else {
+        threads::split(n, f, dst, src);
     }
     let nanos = start.elapsed().as_nanos();
     with_learner(kernel, |l| l.record(share, src.len(), nanos));
