@@ -153,25 +153,32 @@ def gc_zenoh(*, dry_run: bool = False) -> List[str]:
 def _zenoh_files_in_use() -> Set[str]:
     """Paths of ``*.zenoh`` files that a process this user can inspect holds open or maps."""
     used: Set[str] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in _pids():
         try:
-            for fd in os.listdir(f"/proc/{entry}/fd"):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
                 try:
-                    target = os.readlink(f"/proc/{entry}/fd/{fd}")
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 except OSError:
                     continue  # closed meanwhile
                 if target.endswith(".zenoh"):
                     used.add(target)
-            with open(f"/proc/{entry}/maps", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    line = line.rstrip("\n")
-                    if line.endswith(".zenoh"):
-                        used.add(line.split(None, 5)[-1])
+            used.update(p for p in _mapped_paths(pid) if p.endswith(".zenoh"))
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue  # exited meanwhile, or not inspectable
     return used
+
+
+def _pids() -> List[str]:
+    """The process ids listed in /proc, as strings."""
+    return [e for e in os.listdir("/proc") if e.isdigit()]
+
+
+def _mapped_paths(pid: str) -> List[str]:
+    """The file paths process ``pid`` maps (the last column of ``/proc/PID/maps``). Raises
+    FileNotFoundError/ProcessLookupError for a process that exited, PermissionError for one
+    this user cannot inspect."""
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+        return [parts[5] for parts in (line.rstrip("\n").split(None, 5) for line in f) if len(parts) == 6]
 
 
 def dead_unreadable(info: StreamInfo) -> bool:
@@ -185,13 +192,10 @@ def mapped_by(path: str) -> Tuple[List[int], int]:
     cannot be read."""
     out: List[int] = []
     hidden = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in _pids():
         try:
-            with open(f"/proc/{entry}/maps", encoding="utf-8", errors="replace") as f:
-                if any(line.rstrip("\n").endswith(" " + path) for line in f):
-                    out.append(int(entry))
+            if path in _mapped_paths(pid):
+                out.append(int(pid))
         except (FileNotFoundError, ProcessLookupError):
             continue  # exited meanwhile
         except PermissionError:

@@ -6,11 +6,13 @@
 //! partner's, asleep until the frame is published: waking it for a helper made the hop slower
 //! (docs/benchmarks.md). On a server where one core cannot draw the memory's bandwidth alone,
 //! helpers pay. No rule of thumb covers both, so each process
-//! times its own copies: for each kernel it keeps the cost per byte of its recent copies made
-//! alone and made with helpers, measures each way [`WARMUP`] times (copying alone meanwhile,
-//! except one copy in [`TRY_SHARE_EVERY`] that tries sharing), then shares a copy only while
-//! sharing has measured at least [`MARGIN`] faster, and keeps checking the other way on one copy
-//! in [`EXPLORE_EVERY`] so that a change of load moves the choice. A helper is never a
+//! times its own copies under two policies, per kernel: one thread (copy alone, look at
+//! nothing) and share (look for idle cores, share the copy if any is idle). It keeps the cost
+//! per byte of each policy's recent copies, the look included, measures each [`WARMUP`] times
+//! (copying alone meanwhile, except one copy in [`TRY_SHARE_EVERY`] that follows the share
+//! policy), then follows the share policy only while it has measured at least [`MARGIN`]
+//! cheaper, and keeps checking the other policy on one copy in [`EXPLORE_EVERY`] so that a
+//! change of load moves the choice. A helper is never a
 //! correctness matter: either way the same bytes are copied.
 
 /// Copies made each way before the measured choice is trusted.
