@@ -318,7 +318,8 @@ def test_spawned_child_reads_every_frame_from_a_pickled_handle(name, keep):
         w.unlink()
 
 
-def test_lossless_child_counts_frames_reclaimed_before_it_registered(name):
+def test_lossless_child_counts_frames_reclaimed_before_it_registered(name, monkeypatch):
+    monkeypatch.setenv("FRAMEBUS_FORK_GRACE", "0")  # no reservation at fork: the writer runs ahead
     with framebus.create(name, shape=(4,), dtype=np.int64, slots=4) as w:
         r = framebus.open(name, mode="lossless")
         go_r, go_w = os.pipe()
@@ -365,4 +366,157 @@ def test_latest_child_continues_from_the_frame_it_had_seen(name):
         c.join()
         assert r.read_new(timeout=LONG)[0] == 2  # the parent's handle saw nothing of the child's reads
         r.close()
+        w.unlink()
+
+
+# Lossless handles across fork() whatever the order: the child's reader entry is reserved before
+# fork() (ring/fork.rs), so the writer keeps every frame after the inherited position for it.
+
+
+@pytest.mark.parametrize("slots", [2, 4])
+@pytest.mark.parametrize("close", ["at_once", "after_first_read"])
+@pytest.mark.parametrize("writes", ["before_child_reads", "while_child_reads"])
+def test_forked_lossless_child_gets_every_frame_in_any_order(name, slots, close, writes, monkeypatch):
+    monkeypatch.setenv("FRAMEBUS_FORK_GRACE", "600")  # a reservation outlives any wait here
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=slots) as w:
+        r = framebus.open(name, mode="lossless")
+        go_r, go_w = os.pipe()
+
+        def child(say):
+            os.read(go_r, 1)  # the parent says when to start reading
+            first = int(r.read_new(timeout=LONG)[0])
+            say("first", first)
+            rest, missed = read_all(r, 9)
+            say("got", [first, *rest], missed, r.missed)
+
+        c = Forked(child)
+        os.close(go_r)
+        if close == "at_once":
+            r.close()  # before anything is written or read in the child
+        if writes == "before_child_reads":
+            for k in range(slots):  # fills the ring: the child's reserved entry holds all of it
+                w.write(frame(k), timeout=LONG)
+        os.write(go_w, b"1")
+        os.close(go_w)
+        start = slots if writes == "before_child_reads" else 0
+        if close == "after_first_read":
+            if start == 0:
+                w.write(frame(0), timeout=LONG)
+                start = 1
+            assert c.hear() == ["first", 0]
+            r.close()
+        for k in range(start, 10):
+            w.write(frame(k), timeout=LONG)
+        w.end()
+        if close == "at_once":
+            assert c.hear() == ["first", 0]
+        assert c.hear() == ["got", list(range(10)), 0, 0]
+        c.join()
+        w.unlink()
+
+
+@pytest.mark.parametrize("how", ["exits", "closes", "drops"])
+def test_child_that_never_uses_an_inherited_handle_frees_its_reservation(name, how, monkeypatch):
+    # With a grace this long, a reservation that stayed behind would hold the writer until its
+    # write timed out: each write below succeeds only because the child's entry was freed.
+    monkeypatch.setenv("FRAMEBUS_FORK_GRACE", "600")
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=2) as w:
+        r = framebus.open(name, mode="lossless")
+        go_r, go_w = os.pipe()
+
+        def child(say):
+            nonlocal r
+            if how == "closes":
+                r.close()
+            elif how == "drops":
+                del r
+                gc.collect()
+            say("done", how)
+            if how != "exits":
+                os.read(go_r, 1)  # stays alive while the parent writes
+
+        c = Forked(child)
+        os.close(go_r)
+        assert c.hear() == ["done", how]
+        if how == "exits":
+            c.join()
+        r.close()
+        for k in range(6):
+            w.write(frame(k), timeout=LONG)
+        assert w.ownercount == 1  # the writer alone: no entry of the child's is left
+        if how != "exits":
+            os.write(go_w, b"1")
+            c.join()
+        os.close(go_w)
+        w.unlink()
+
+
+def test_reservation_of_an_unused_handle_holds_frames_only_for_the_grace(name, monkeypatch):
+    # A child that does not use its copy (a worker that inherited every handle) holds the
+    # writer back for the grace only; when it reads later, it counts what it lost as missed.
+    monkeypatch.setenv("FRAMEBUS_FORK_GRACE", "0.2")
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=4) as w:
+        r = framebus.open(name, mode="lossless")
+        go_r, go_w = os.pipe()
+
+        def child(say):
+            os.read(go_r, 1)
+            say("got", *read_all(r, 10))
+
+        c = Forked(child)
+        os.close(go_r)
+        r.close()
+        for k in range(10):
+            w.write(frame(k), timeout=LONG)  # waits for the grace, then goes on
+        w.end()
+        os.write(go_w, b"1")
+        os.close(go_w)
+        _, got, missed = c.hear()
+        c.join()
+        # Every frame is read, in order, or counted as missed (the writer may have kept any
+        # old frames in the slots it did not need).
+        assert got == sorted(set(got)) and got[-1] == 9 and missed > 0 and len(got) + missed == 10
+        w.unlink()
+
+
+def test_grandchild_reserves_from_the_childs_position(name, monkeypatch):
+    monkeypatch.setenv("FRAMEBUS_FORK_GRACE", "600")
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=2) as w:
+        r = framebus.open(name, mode="lossless")
+        w.write(frame(0))
+
+        def child(say):
+            assert int(r.read_new(timeout=LONG)[0]) == 0
+            inner = Forked(lambda say2: say2("got", *read_all(r, 5)))
+            r.close()  # the child closes its copy at once, as the parent did
+            say("grandchild", *inner.hear())
+            inner.join()
+
+        c = Forked(child)
+        r.close()
+        for k in range(1, 6):
+            w.write(frame(k), timeout=LONG)
+        w.end()
+        assert c.hear() == ["grandchild", "got", [1, 2, 3, 4, 5], 0]
+        c.join()
+        w.unlink()
+
+
+def test_reservation_no_child_claimed_is_freed_after_its_grace(name, monkeypatch):
+    # fork() failed after the hooks reserved entries: nobody claims them, the writer stops
+    # holding frames for them after the grace, and a full reader table reaps them.
+    monkeypatch.setenv("FRAMEBUS_FORK_GRACE", "0.2")
+    with framebus.create(name, shape=(4,), dtype=np.int64, slots=2, max_readers=3) as w:
+        r = framebus.open(name, mode="lossless")
+        framebus._native.fork_prepare()
+        framebus._native.fork_parent()
+        assert w.ownercount == 3  # the writer, the reader and the reservation fill the table
+        r.close()
+        for k in range(6):
+            w.write(frame(k), timeout=LONG)  # waits for the grace, then goes on
+        other = framebus.open(name)  # the table is full again
+        r2 = framebus.open(name, mode="lossless")  # succeeds only because the reservation is reaped
+        assert w.ownercount == 3
+        r2.close()
+        other.close()
         w.unlink()

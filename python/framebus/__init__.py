@@ -9,6 +9,7 @@
 16.0
 """
 
+import os as _os
 from typing import List
 
 from . import errors
@@ -41,6 +42,12 @@ from ._stream import Publication, Stream, create, open, stream, unlink
 
 from ._device import gpu_available, gpu_info
 from ._native import DeviceArray, DeviceFrame, DeviceLoan
+from . import _native
+
+# A forked child's copy of a lossless handle gets a reader entry reserved before fork(), so the
+# writer keeps every later frame for it (for FRAMEBUS_FORK_GRACE seconds, default 5, if the child
+# does not use the handle): docs/design.md, "Handles across fork, spawn and pickling".
+_os.register_at_fork(before=_native.fork_prepare, after_in_parent=_native.fork_parent, after_in_child=_native.fork_child)
 
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["COUNT_LIMITS", "DeviceArray", "DeviceFrame", "DeviceLoan", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "DeviceArray", "DeviceFrame", "DeviceLoan", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -506,6 +506,9 @@ def fake_cuda_read(ptr: int, nbytes: int) -> bytes:
     """The fake door's device bytes (FRAMEBUS_CUDA=fake; tests)."""
 def fake_cuda_counts() -> Tuple[int, int, int]:
     """The fake door's live (allocations, opened memory handles, events) in this process."""
+def fork_prepare() -> None: ...
+def fork_parent() -> None: ...
+def fork_child() -> None: ...
 def unlink(name: str) -> None: ...
 def stream_names() -> List[str]: ...
 def stream_stats(name: str) -> Dict[str, Any]:

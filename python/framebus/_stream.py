@@ -133,9 +133,11 @@ class Stream(_native.Stream):
     ``framebus.open``; the native methods are documented in ``framebus/_native.pyi``.
 
     A handle belongs to one process. In a child forked with it, the first call that reaches the
-    stream (not ``close()``) registers the child's own reader in the same mode, a lossless one
-    continuing from the last frame it had consumed (frames the writer reclaimed meanwhile count
-    in ``missed``); closing it there never touches the parent's. Pickling (``multiprocessing``
+    stream (not ``close()``) makes the child's own reader in the same mode, a lossless one
+    continuing from the last frame it had consumed: its entry was reserved at fork, so the writer
+    keeps every later frame for it (for up to ``FRAMEBUS_FORK_GRACE`` seconds, default 5, while
+    the child has not used it; frames reclaimed after that count in ``total_missed``); closing it
+    there never touches the parent's. Pickling (``multiprocessing``
     spawn) opens a new handle in the receiving process that continues from this one's position.
     Either way this handle stays a reader until it is closed."""
 

@@ -12,6 +12,7 @@ mod device_loan;
 mod dlpack;
 mod gpu;
 mod errors;
+mod fork;
 mod frame;
 mod frame_arrays;
 mod loan;
@@ -146,6 +147,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu::gpu_info, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::fake_cuda_read, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::fake_cuda_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::fork_prepare, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::fork_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(fork::fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(unlink, m)?)?;
     m.add_function(wrap_pyfunction!(stream_names, m)?)?;
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;

@@ -239,6 +239,10 @@ impl PyStream {
             py.detach(|| framebus::Stream::open_with(name, reader_mode, access)).map_err(CoreError)?
         };
         let spec = stream.spec().clone();
+        let stream = Arc::new(stream);
+        if stream.mode() == ReaderMode::Lossless {
+            crate::fork::track(py, &stream);
+        }
         Ok(PyStream {
             name: Arc::from(name),
             spec: FrameSpec::new(py, &spec.dtype, &spec.shape)?,
@@ -250,7 +254,7 @@ impl PyStream {
                 (false, true) => Layout::Device,
                 (false, false) => Layout::Fixed,
             },
-            inner: RwLock::new(Some(Arc::new(stream))),
+            inner: RwLock::new(Some(stream)),
         })
     }
 
@@ -367,13 +371,16 @@ impl PyStream {
         Ok(self.handle(py)?.seen_seq())
     }
 
-    /// Frames skipped by the last read_new (latest mode).
+    /// Frames skipped just before the frame the last read_new returned (the gap before that one
+    /// frame, in either mode); `total_missed` counts every frame this handle skipped.
     #[getter]
     fn missed(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.handle(py)?.missed().0)
     }
 
-    /// Frames skipped by all read_new calls of this handle.
+    /// Frames skipped by all read_new calls of this handle (latest mode: frames overtaken;
+    /// lossless: frames reclaimed before the handle had a reader entry, such as a forked
+    /// child's copy used after its reservation's grace).
     #[getter]
     fn total_missed(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.handle(py)?.missed().1)

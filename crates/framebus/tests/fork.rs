@@ -243,3 +243,48 @@ fn a_grandchild_takes_an_entry_of_its_own_too() {
     w.end();
     join(child);
 }
+
+#[test]
+fn a_reservation_made_before_fork_keeps_every_frame_for_a_child_that_has_not_started_reading() {
+    let name = Name::new();
+    let w = create(&name);
+    let r = Stream::open(&name.0, ReaderMode::Lossless).expect("open");
+    let (go_r, go_w) = pipe();
+    r.prepare_fork();
+    let child = fork(|| {
+        r.after_fork_child();
+        wait_signal(&go_r); // the parent closed its copy and wrote what the ring holds
+        read_all(&r, 10) == ((0..10).collect(), 0)
+    });
+    r.after_fork_parent();
+    drop(r); // at once, before the child used its copy
+    for id in 0..4 {
+        write(&w, id); // fills the ring: the reservation holds every frame
+    }
+    signal(&go_w);
+    for id in 4..10 {
+        write(&w, id);
+    }
+    w.end();
+    join(child);
+}
+
+#[test]
+fn a_reservation_dies_with_a_child_that_never_used_the_handle() {
+    let name = Name::new();
+    let w = create(&name);
+    let r = Stream::open(&name.0, ReaderMode::Lossless).expect("open");
+    r.prepare_fork();
+    let child = fork(|| {
+        r.after_fork_child();
+        true // leaves without touching the handle
+    });
+    r.after_fork_parent();
+    join(child);
+    drop(r);
+    // The dead child's reserved entry is reaped, not waited for: more frames than slots go in.
+    for id in 0..10 {
+        write(&w, id);
+    }
+    assert_eq!(w.ownercount(), 1);
+}

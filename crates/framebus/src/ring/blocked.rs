@@ -3,7 +3,7 @@
 //! process, a frame a lossless reader has not read).
 
 use super::handle::Stream;
-use super::layout::{mode, state_seq, unpack_published, WRITING};
+use super::layout::{state_seq, unpack_published, WRITING};
 use super::monitor::role_name;
 use crate::process::ProcessId;
 use crate::sync::atomic::Ordering;
@@ -38,7 +38,7 @@ impl Stream {
                         holders.push(format!("is pinned by a view in {who} ({} handle)", role_name(e.role.load(Ordering::Relaxed))));
                     }
                 }
-                if e.mode.load(Ordering::SeqCst) == mode::LOSSLESS && seq > 0 && seq > e.consumed.load(Ordering::SeqCst) {
+                if super::fork::holds_frames(e) && seq > 0 && seq > e.consumed.load(Ordering::SeqCst) {
                     holders.push(format!("holds frame {seq}, not yet read by a lossless reader in {who}"));
                 }
             }

@@ -448,8 +448,9 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         // A handle inherited through fork() and never used here: its holds and entry are the
-        // parent's (see owner.rs).
+        // parent's (see owner.rs); an entry reserved for it at fork is this process's to free.
         if self.is_inherited() {
+            self.release_fork_reservation();
             return;
         }
         self.release_all_holds();

@@ -98,6 +98,10 @@ pub mod mode {
     /// The handle was closed while views or loan exports of it still pin slots: it exerts no
     /// backpressure; only its pins remain until the last view is gone.
     pub const CLOSED: u32 = 2;
+    /// Reserved at fork() for a forked child's copy of a lossless handle (ring/fork.rs): holds
+    /// frames after `consumed` like a lossless entry until `reserved_until_s`, then none; the
+    /// child's first use turns it into its lossless entry.
+    pub const RESERVED: u32 = 3;
 }
 
 /// Segment header. Identity and geometry are immutable after `ready`; the rest are atomics.
@@ -212,9 +216,10 @@ pub struct SlotDesc {
 #[repr(C, align(64))]
 pub struct ReaderEntry {
     pub pid: AtomicU32,
-    /// `mode::LATEST`, `mode::LOSSLESS` or `mode::CLOSED`.
+    /// `mode::LATEST`, `mode::LOSSLESS`, `mode::CLOSED` or `mode::RESERVED`.
     pub mode: AtomicU32,
-    /// Start time of the process (0 while being set).
+    /// Start time of the process (0 while being set, and in a fork reservation until the
+    /// child claims it).
     pub start: AtomicU64,
     /// Bit i set while this handle holds (or is taking) a pin on slot i.
     pub pinned: AtomicU64,
@@ -230,7 +235,9 @@ pub struct ReaderEntry {
     pub writer_waits: AtomicU64,
     /// What the handle is for (`role::*`), for `framebus top`.
     pub role: AtomicU32,
-    pub _pad0: u32,
+    /// `mode::RESERVED` only: until when (CLOCK_MONOTONIC seconds) the reservation holds frames
+    /// back (0 otherwise).
+    pub reserved_until_s: AtomicU32,
     /// A short label (UTF-8, NUL-padded): a bridge endpoint, a file name.
     pub label: [AtomicU64; 6],
     /// Bit i set while a kept loan array of this handle (a finished loan's array still
@@ -337,6 +344,7 @@ const _: () = {
     assert!(offset_of!(SlotDesc, shape) == 48);
     assert!(size_of::<ReaderEntry>() == 128);
     assert!(offset_of!(ReaderEntry, pinned_since_ns) == 48);
+    assert!(offset_of!(ReaderEntry, reserved_until_s) == 68);
     assert!(offset_of!(ReaderEntry, label) == 72);
     assert!(offset_of!(Header, writer_pid) == 408);
     assert!(offset_of!(Header, device) == 44);

@@ -2,6 +2,7 @@
 
 mod blocked;
 mod device;
+mod fork;
 pub mod frame_table;
 pub mod monitor;
 mod handle;
@@ -17,6 +18,7 @@ mod windows;
 mod writer;
 
 pub use device::{Dest, DeviceSlots, Source, DEVICE_PITCH_ALIGN};
+pub use fork::fork_grace;
 pub use handle::{describe, now_ns, CreateOptions, DeviceAccess, ReaderMode, Stream, OPEN_READY_TIMEOUT};
 pub use kept::{set_pages_in_use_check, KeptSlot};
 pub use reader::{FrameRef, Pinned};

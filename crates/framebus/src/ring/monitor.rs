@@ -120,6 +120,7 @@ pub fn mode_name(value: u32) -> String {
         mode::LATEST => "latest".into(),
         mode::LOSSLESS => "lossless".into(),
         mode::CLOSED => "closed".into(),
+        mode::RESERVED => "reserved".into(),
         other => format!("unknown ({other})"),
     }
 }

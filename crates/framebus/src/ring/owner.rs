@@ -10,10 +10,11 @@
 //!
 //! In a forked child, the first operation that needs the entry (a read, a view, a wait, a
 //! write or the write lock; the Python bindings do it on any call but `close`) *adopts* the
-//! handle: it registers a new entry in the same mode, a lossless one resuming from the last
-//! frame the handle had consumed when the process forked. Frames the writer reclaimed before
-//! that registration are counted as missed when the next read finds the gap (see
-//! `reader.rs`, `take_next`). Until then, and for what the parent did through the handle, the
+//! handle: it takes the entry reserved for it at fork() (fork.rs) or registers a new entry in
+//! the same mode, a lossless one resuming from the last frame the handle had consumed when the
+//! process forked. Frames the writer reclaimed before that (after a reservation's grace, or
+//! without one) are counted as missed when the next read finds the gap (see `reader.rs`,
+//! `take_next`). Until then, and for what the parent did through the handle, the
 //! child keeps its hands off: closing or dropping an inherited handle, view, kept loan slot or
 //! write-lock hold in the child never touches the parent's entry, pins or lock.
 
@@ -39,18 +40,53 @@ pub(crate) struct Owner {
     /// Lossless mode: the last frame this handle consumed, as this process knows it (the shared
     /// `consumed` word of the entry may be the parent's, moving on after a fork).
     position: AtomicU64,
+    /// A reader entry reserved for a forked child's copy of this handle (fork.rs):
+    /// `NO_RESERVATION`, `(PENDING << 32) | index` between `prepare_fork` and the child's claim,
+    /// then `(fork generation as u32) << 32 | index` in the child that claimed it.
+    reserved: AtomicU64,
 }
+
+/// `Owner::reserved` without a reservation.
+const NO_RESERVATION: u64 = u64::MAX;
+/// Generation half of `Owner::reserved` for a reservation not claimed yet.
+const PENDING: u32 = u32::MAX;
 
 impl Owner {
     /// No entry yet, owned by this process.
     pub(super) fn detached() -> Owner {
-        Owner { word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, NONE)), position: AtomicU64::new(0) }
+        Owner { word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, NONE)), position: AtomicU64::new(0), reserved: AtomicU64::new(NO_RESERVATION) }
     }
 
     /// This owner with entry `index`, registered by this process (the position `register`
     /// noted is kept).
     pub(super) fn bound(&self, index: u32) -> Owner {
-        Owner { word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, index)), position: AtomicU64::new(self.position.load(Ordering::Relaxed)) }
+        Owner {
+            word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, index)),
+            position: AtomicU64::new(self.position.load(Ordering::Relaxed)),
+            reserved: AtomicU64::new(NO_RESERVATION),
+        }
+    }
+
+    /// Notes (or, with None, forgets) an entry reserved for a child about to be forked.
+    pub(super) fn set_reserved(&self, index: Option<u32>) {
+        self.reserved.store(index.map_or(NO_RESERVATION, |i| pack(u64::from(PENDING), i)), Ordering::Relaxed);
+    }
+
+    /// The entry reserved by `prepare_fork` and not claimed yet.
+    pub(super) fn reserved(&self) -> Option<u32> {
+        let w = self.reserved.load(Ordering::Relaxed);
+        (w != NO_RESERVATION && (w >> 32) as u32 == PENDING).then_some(w as u32)
+    }
+
+    /// Notes that this process (fork generation `generation`) claimed reserved entry `index`.
+    pub(super) fn set_reserved_here(&self, index: u32, generation: u64) {
+        self.reserved.store(pack(generation & 0xffff_ffff, index), Ordering::Relaxed);
+    }
+
+    /// The entry this process (fork generation `generation`) claimed for the handle, if any.
+    pub(super) fn reserved_here(&self, generation: u64) -> Option<u32> {
+        let w = self.reserved.load(Ordering::Relaxed);
+        (w != NO_RESERVATION && (w >> 32) as u32 == generation as u32 && (w >> 32) as u32 != PENDING).then_some(w as u32)
     }
 
     /// Notes the last frame a lossless handle consumed.
@@ -136,7 +172,13 @@ impl Stream {
                 ReaderMode::Lossless => self.entry.position.load(Ordering::Relaxed),
                 ReaderMode::Latest => self.seen.load(Ordering::Relaxed),
             };
-            return match self.register_at(self.mode, Some(resume)) {
+            // An entry reserved for this process at fork() (fork.rs) has held the frames after
+            // the inherited position since then; else register one now.
+            let registered = match self.take_fork_reservation(resume) {
+                Some(index) => Ok(index),
+                None => self.register_at(self.mode, Some(resume)),
+            };
+            return match registered {
                 Ok(new) => {
                     self.entry.word.store(pack(now, new), Ordering::Release);
                     Ok(new)

@@ -49,6 +49,7 @@ impl Stream {
                 e.writer_waits.store(0, Ordering::Relaxed);
                 e.role.store(role::HANDLE, Ordering::Relaxed);
                 e.kept.store(0, Ordering::Relaxed);
+                e.reserved_until_s.store(0, Ordering::Relaxed);
                 for word in &e.label {
                     word.store(0, Ordering::Relaxed);
                 }
@@ -89,7 +90,9 @@ impl Stream {
     /// Frees this handle's entry (pins and lossless position included) and wakes a waiting writer.
     pub(super) fn unregister(&self) {
         // A handle inherited through fork() and not adopted holds the parent's entry: leave it
-        // alone (owner.rs). The pid check guards an entry reaped and reused meanwhile.
+        // alone (owner.rs), but free the entry reserved for it at fork (fork.rs). The pid check
+        // guards an entry reaped and reused meanwhile.
+        self.release_fork_reservation();
         let Some(index) = self.owned_index() else { return };
         let e = self.reader(index);
         if e.pid.load(Ordering::Acquire) != ProcessId::current().pid {
@@ -139,10 +142,11 @@ impl Stream {
         let mine = ProcessId::current().pid;
         let mut freed = 0;
         for (i, proc_) in self.attached() {
-            if proc_.pid == mine || proc_.is_alive() {
+            let e = self.reader(i);
+            // A fork reservation no child claimed is freed once its grace is over (fork.rs).
+            if (proc_.pid == mine || proc_.is_alive()) && !super::fork::abandoned_reservation(e) {
                 continue;
             }
-            let e = self.reader(i);
             // Take the entry out of everyone's hands before clearing it, so that a concurrent
             // reaper cannot clear an entry a new handle has claimed meanwhile.
             if e.pid.compare_exchange(proc_.pid, RECLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
@@ -175,7 +179,9 @@ impl Stream {
             }
             c.pinned |= e.pinned.load(Ordering::SeqCst);
             let m = e.mode.load(Ordering::SeqCst);
-            if m == mode::LOSSLESS {
+            // Lossless entries, and fork reservations within their grace (fork.rs).
+            let holds = super::fork::holds_frames(e);
+            if holds {
                 c.min_consumed = c.min_consumed.min(e.consumed.load(Ordering::SeqCst));
             }
             // Handles that read: lossless ones (their position is exact) and latest ones once
@@ -183,7 +189,7 @@ impl Stream {
             // that never read (a creator that hands the name on, a writer, an idle monitor)
             // do not hold the newest frame back; should they read it during a rewrite, they
             // wait for the new frame.
-            if m != mode::CLOSED && Some(i) != own && (m == mode::LOSSLESS || e.reads.load(Ordering::Relaxed) > 0) {
+            if m != mode::CLOSED && Some(i) != own && (holds || (m != mode::RESERVED && e.reads.load(Ordering::Relaxed) > 0)) {
                 c.min_taken = c.min_taken.min(e.consumed.load(Ordering::SeqCst));
             }
         }
@@ -199,7 +205,7 @@ impl Stream {
         }
         for i in 0..self.readers_hwm() {
             let e = self.reader(i);
-            if e.pid.load(Ordering::Relaxed) != 0 && e.mode.load(Ordering::Relaxed) == mode::LOSSLESS && e.consumed.load(Ordering::Relaxed) == c.min_consumed {
+            if e.pid.load(Ordering::Relaxed) != 0 && super::fork::holds_frames(e) && e.consumed.load(Ordering::Relaxed) == c.min_consumed {
                 e.writer_waits.fetch_add(1, Ordering::Relaxed);
             }
         }
