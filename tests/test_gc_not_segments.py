@@ -87,8 +87,8 @@ def test_gc_removes_no_fifo_socket_directory_or_symlink(odd, unreadable):
     assert p.returncode == 0, p.stderr
     for kind, stream in made.items():
         assert f"removed {stream}\n" not in p.stdout
-        assert f"left framebus.{stream}: not a framebus segment" in p.stdout, p.stdout
-    assert "left framebus." + made["fifo"] + ": not a framebus segment: a FIFO" in p.stdout
+        assert f"left {SHM}/framebus.{stream}: not a framebus segment" in p.stdout, p.stdout
+    assert f"left {SHM}/framebus." + made["fifo"] + ": not a framebus segment: a FIFO" in p.stdout
     _all_there(made, target_seg, target_file)
 
 
@@ -138,7 +138,7 @@ def test_a_file_with_a_bad_stream_name_is_listed_and_left_alone(name):
         for args in (["gc"], ["gc", "--unreadable"]):
             p = run_cli(*args)
             assert p.returncode == 0, p.stderr
-            assert f"left framebus.{name} bad name: not a framebus stream name" in p.stdout, p.stdout
+            assert f"left {SHM}/framebus.{name} bad name: not a framebus stream name" in p.stdout, p.stdout
         assert os.path.isfile(path)
     finally:
         _remove(path)

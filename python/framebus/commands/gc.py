@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             f"gc removes it once it has stayed so for {CREATION_GRACE_S:g} s (run gc again then)"
         )
     for other in not_streams():
-        print(f"left {other.file}: {other.reason}; gc never removes it (remove it yourself if you know what it is)")
+        print(f"left {other.path}: {other.reason}; gc never removes it (remove it yourself if you know what it is)")
     if not removed and not young:
         print("no stale streams")
     return 0
