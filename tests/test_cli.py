@@ -119,7 +119,59 @@ def test_demo_runs_and_leaves_nothing_behind(extra):
         pytest.fail(f"demo did not finish:\n{out}\n{err}")
     assert p.returncode == 0, f"{out}\n{err}"
     assert "frames/s" in out
+    assert out.endswith("\n"), repr(out[-80:])  # the table's last line is ended, also to a pipe
+    assert "nan" not in out
     assert not os.path.exists(segment_path(f"demo-{p.pid}"))
+
+
+def _demo_interrupted_before_its_first_frame() -> "tuple[str, str, int, bool]":
+    """Starts a demo and sends it SIGINT as soon as its consumer has attached and before the
+    producer wrote a frame (the producer writes only once the consumer is ready). Returns
+    (stdout, stderr, exit status, whether it was interrupted before any frame was written)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "framebus", "demo", "--seconds", "60", "--width", "64", "--height", "48"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, COLUMNS="200", NO_COLOR="1"),
+    )
+    SPAWNED.add(p.pid)
+    early = False
+    try:
+        for _ in range(int(LONG / 0.002)):
+            if p.poll() is not None:
+                break
+            try:
+                info = framebus.stat(f"demo-{p.pid}")
+            except (FileNotFoundError, ValueError):
+                time.sleep(0.002)
+                continue
+            if any(r["role"] != "writer" for r in info.readers):  # the consumer is attached
+                early = info.frames_written == 0
+                break
+            time.sleep(0.002)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=LONG)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"demo did not stop after SIGINT:\n{out}\n{err}")
+    assert not os.path.exists(segment_path(f"demo-{p.pid}"))
+    return out, err, p.returncode, early
+
+
+def test_demo_interrupted_before_the_first_frame_says_no_frames():
+    """Ctrl-C before any frame arrived: the table says "no frames" for the latencies (not
+    "nan µs") and its last line is ended."""
+    for _ in range(5):  # a table printed before any frame arrived (the race is retried)
+        out, err, rc, early = _demo_interrupted_before_its_first_frame()
+        assert rc == 130, f"rc {rc}\n{out}\n{err}"
+        assert "nan" not in out, out
+        assert out == "" or out.endswith("\n"), repr(out[-80:])
+        if early and "latency p50" in out:
+            assert "no frames" in out, out
+            return
+    pytest.fail("the demo was never interrupted after its table appeared and before its first frame")
 
 
 def test_demo_interrupted_leaves_nothing_behind():

@@ -80,3 +80,26 @@ def test_echo_json_is_strict_for_every_dtype(name, value, first):
         if value.dtype.kind == "f":
             assert d["max"] in ("nan", 2.0)  # NaN propagates; shown as a string, never a bare NaN
         w.unlink()
+
+
+def test_echo_decodes_the_header_of_an_encoded_bridges_packet(name):
+    from framebus._bridge.video import PacketHeader, pack_header
+
+    header = pack_header(PacketHeader(key=True, channels=3, width=320, height=240, session=77, index=5))
+    with framebus.create(name + ".h264", capacity="1MiB", meta_capacity=256) as w:
+        w.write(bytes(range(40)), codec="h264", meta=header + b"from the camera")
+        p = echo(name + ".h264")
+        assert p.returncode == 0, p.stderr
+        assert "packet: h264 keyframe, 320x240x3, encoder run 77, packet 5" in p.stdout
+        assert "meta: 'from the camera'" in p.stdout  # the source frame's own metadata, no header bytes
+        assert "FBV1" not in p.stdout and "\\x" not in p.stdout
+        d = strict(echo(name + ".h264", "--json").stdout)
+        assert d["packet"] == {"codec": "h264", "keyframe": True, "width": 320, "height": 240, "channels": 3, "session": 77, "index": 5}
+        assert d["meta"] == "from the camera" and d["length"] == 40
+        w.write(b"\x00\x01", codec="h264", meta=pack_header(PacketHeader(False, 3, 320, 240, 77, 6)))
+        p = echo(name + ".h264")
+        assert "packet: h264 delta frame, 320x240x3, encoder run 77, packet 6" in p.stdout and "meta: ''" in p.stdout
+        w.write(b"\x00\x01", codec="h264", meta=b"plain")  # a byte payload without the header
+        d = strict(echo(name + ".h264", "--json").stdout)
+        assert d["packet"] is None and d["meta"] == "plain"
+        w.unlink()

@@ -335,6 +335,61 @@ def test_hz_says_when_the_writer_stopped(name):
         w.close()
 
 
+def test_top_hides_dead_handles_and_shows_hz_as_a_monitor(name):
+    """After a subscriber is killed and restarted, top lists the live one only (not the dead
+    process's entry, which the writer reclaims when it runs short of slots), and ``framebus
+    hz`` watching the stream is a monitor with no lag, however many frames it did not read."""
+    w = framebus.create(name, shape=(8,), dtype=np.uint8, slots=8)
+    child = f"import sys, framebus\nr = framebus.open({name!r}, mode='lossless')\nprint('attached', flush=True)\nsys.stdin.read()"
+    dead = subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    hz = None
+    again = None
+    try:
+        assert dead.stdout.readline().strip() == "attached"  # type: ignore[union-attr]
+        dead.kill()
+        dead.wait(60)
+        again = framebus.open(name, mode="lossless")  # the subscriber, restarted
+        hz = subprocess.Popen([sys.executable, "-m", "framebus", "hz", name, "--every", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(600):  # until hz has attached (bounded: 60 s)
+            if any(r["role"] == "monitor" and r["pid"] == hz.pid for r in framebus.stat(name).readers) or hz.poll() is not None:
+                break
+            time.sleep(0.1)
+        for i in range(5):
+            w.write(np.full(8, i, np.uint8))
+            again.read_new(timeout=5)
+        info = framebus.stat(name)
+        assert [r for r in info.readers if r["pid"] == dead.pid and not r["alive"]]  # still in the table
+        (mon,) = [r for r in info.readers if r["role"] == "monitor"]
+        assert mon["consumed"] < 5  # hz never consumes: what used to show as a growing lag
+        p = cli("top", "--json", "--interval", "0.2", name)
+        assert p.returncode == 0, p.stderr
+        (s,) = json.loads(p.stdout)["streams"]
+        assert dead.pid not in [r["pid"] for r in s["readers"]]
+        assert all(r["alive"] for r in s["readers"])
+        (mon,) = [r for r in s["readers"] if r["role"] == "monitor"]
+        assert mon["pid"] == hz.pid and mon["label"] == "hz" and mon["monitor"] is True
+        assert mon["lag_frames"] == 0 and mon["lag_ms"] == 0.0
+        (sub,) = [r for r in s["readers"] if r["role"] == "handle"]
+        assert sub["pid"] == os.getpid() and sub["lag_frames"] == 0 and sub["monitor"] is False
+        p = cli("top", "--once", name)
+        assert p.returncode == 0, p.stderr
+        assert f"pid {dead.pid}" not in p.stdout and "dead" not in p.stdout, p.stdout
+        (row,) = [line for line in p.stdout.splitlines() if f"pid {hz.pid}" in line]
+        assert "monitor hz" in row and "lag" not in row and "missed" not in row, row
+    finally:
+        if hz is not None:
+            hz.kill()
+            hz.communicate(timeout=60)
+        if dead.poll() is None:
+            dead.kill()
+        dead.wait(60)
+        dead.stdin.close()  # type: ignore[union-attr]
+        dead.stdout.close()  # type: ignore[union-attr]
+        if again is not None:
+            again.close()
+        w.close()
+
+
 def test_doctor_passes_here_and_fails_a_plan_that_does_not_fit():
     p = cli("doctor")
     assert p.returncode == 0, p.stdout + p.stderr

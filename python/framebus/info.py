@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Set, Tuple
+import stat as _stat
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from . import _native
 
-__all__ = ["StreamInfo", "list_streams", "stat", "gc"]
+__all__ = ["StreamInfo", "NotAStream", "list_streams", "not_streams", "stat", "gc"]
 
 
 class StreamInfo:
@@ -71,6 +72,62 @@ def list_streams() -> List[StreamInfo]:
     return [StreamInfo(d) for d in _native.list_info()]
 
 
+#: Where framebus keeps its segments (POSIX shared memory on Linux), and their file prefix.
+SHM_DIR = "/dev/shm"
+PREFIX = "framebus."
+
+
+class NotAStream(NamedTuple):
+    """A /dev/shm entry named ``framebus.*`` that is no framebus stream: ``file`` (its file
+    name), ``path`` and ``reason`` ("not a framebus stream name", or "not a framebus segment:
+    a FIFO (named pipe)" and the like)."""
+
+    file: str
+    path: str
+    reason: str
+
+
+def _kind(mode: int) -> Optional[str]:
+    """What a file of ``st_mode`` is, in words, when it is not a regular file."""
+    for test, words in (
+        (_stat.S_ISLNK, "a symbolic link"),
+        (_stat.S_ISDIR, "a directory"),
+        (_stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (_stat.S_ISSOCK, "a socket"),
+        (_stat.S_ISCHR, "a character device"),
+        (_stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return words
+    return None if _stat.S_ISREG(mode) else "not a regular file"
+
+
+def not_streams() -> List[NotAStream]:
+    """The entries of /dev/shm named ``framebus.*`` that :func:`list_streams` leaves out
+    because they are no framebus stream, sorted by file name: those that are not regular files
+    (FIFOs, sockets, directories, device files, symbolic links: judged with lstat, a link never
+    by what it points to) and regular files whose name is not a valid stream name. framebus
+    never opens, removes or follows them; ``framebus ls`` and ``doctor`` list them, ``gc``
+    says it leaves them."""
+    try:
+        entries = sorted(f for f in os.listdir(SHM_DIR) if f.startswith(PREFIX))
+    except FileNotFoundError:
+        return []
+    valid = set(_native.stream_names())
+    out = []
+    for file in entries:
+        path = os.path.join(SHM_DIR, file)
+        try:
+            kind = _kind(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            continue  # gone meanwhile
+        if kind is not None:
+            out.append(NotAStream(file, path, f"not a framebus segment: {kind}"))
+        elif file[len(PREFIX):] not in valid:
+            out.append(NotAStream(file, path, "not a framebus stream name"))
+    return out
+
+
 def stat(name: str) -> StreamInfo:
     """What ``framebus ls`` knows about one stream, plus its writer's and every attached
     handle's counters (``writer``, ``readers``; see :class:`StreamInfo`), read without
@@ -104,7 +161,11 @@ def gc(*, dry_run: bool = False, unreadable: bool = False, zenoh: bool = False) 
     leaves one even at a normal exit). Zenoh applies the same rule itself when a process first
     uses its shared memory. Processes of other users, and of other PID namespaces (containers
     sharing /dev/shm), cannot be inspected: use it when none of those runs Zenoh with shared
-    memory on this /dev/shm."""
+    memory on this /dev/shm.
+
+    Nothing but regular files is ever removed: a FIFO, socket, directory, device file or
+    symbolic link named like a stream (see :func:`not_streams`) is left alone, whatever the
+    options, and so is a file whose name is not a valid stream name."""
     removed = set(_native.gc(dry_run=dry_run))
     if zenoh:
         removed.update(f"zenoh:{f}" for f in gc_zenoh(dry_run=dry_run))
@@ -139,7 +200,10 @@ def gc_zenoh(*, dry_run: bool = False) -> List[str]:
     removed = []
     for name in names:
         path = os.path.join(ZENOH_SHM_DIR, name)
-        if path in in_use or not os.path.isfile(path):
+        try:
+            if path in in_use or not _stat.S_ISREG(os.lstat(path).st_mode):
+                continue  # in use, or no file of Zenoh's (a symbolic link is never followed)
+        except FileNotFoundError:
             continue
         try:
             if not dry_run:

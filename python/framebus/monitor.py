@@ -10,12 +10,17 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _native
 from .info import StreamInfo, list_streams, stat
 
-__all__ = ["snapshot", "measure", "document", "readers", "WRITING_ROLES"]
+__all__ = ["snapshot", "measure", "document", "readers", "WRITING_ROLES", "MONITOR_ROLES"]
 
 #: Roles of handles that write the stream rather than read it: ``create()`` tags its handle
 #: "writer" (and the core tags a handle "writer" at its first write), a bridge subscriber
 #: "bridge in" and ``framebus play`` "play". They consume nothing, so they have no lag.
 WRITING_ROLES = frozenset({"writer", "bridge in", "play"})
+
+#: Roles of handles that only look at a stream: ``framebus hz`` and ``framebus echo`` tag their
+#: handle "monitor" (``top``, ``ls`` and ``framebus.stat`` do not attach at all). A monitor
+#: follows the writer without consuming frames in order, so it has no lag either.
+MONITOR_ROLES = frozenset({"monitor"})
 
 
 def snapshot(name: str) -> Dict[str, Any]:
@@ -38,7 +43,8 @@ def _rate(after: float, before: float, seconds: float) -> float:
 
 def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> Dict[str, Any]:
     """One stream's entry of the document: the writer's and each reader's rates between two
-    snapshots, lags, waits and pins."""
+    snapshots, lags, waits and pins. Handles of processes that are dead are left out (the
+    writer reclaims their entries, their pins and backpressure, when it runs short of slots)."""
     seconds = (after["taken_ns"] - before["taken_ns"]) / 1e9
     w0, w1 = before["writer"], after["writer"]
     write_fps = _rate(w1["frames_written"], w0["frames_written"], seconds)
@@ -46,10 +52,13 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
     old = {(r["entry"], r["pid"]): r for r in before["readers"]}
     readers = []
     for r in after["readers"]:
+        if not r["alive"]:
+            continue  # its process died: nothing to watch; the writer reclaims the entry
         prev = old.get((r["entry"], r["pid"]), r)
-        # A handle that writes and a closed one read nothing: no lag to speak of.
+        # A handle that writes, a monitor and a closed one consume nothing: no lag to speak of.
         writes = r["role"] in WRITING_ROLES
-        lag = max(0, latest - r["consumed"]) if r["mode"] != "closed" and not writes else 0
+        monitor = r["role"] in MONITOR_ROLES
+        lag = max(0, latest - r["consumed"]) if r["mode"] != "closed" and not writes and not monitor else 0
         since = r["pinned_since_ns"]
         readers.append(
             {
@@ -59,6 +68,7 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
                 "role": r["role"],
                 "label": r["label"],
                 "writes": writes,
+                "monitor": monitor,
                 "read_fps": _rate(r["reads"], prev["reads"], seconds),
                 "reads": r["reads"],
                 "lag_frames": lag,
@@ -129,8 +139,10 @@ def document(names: Optional[Iterable[str]] = None, interval: float = 1.0) -> Di
     """What ``framebus top --once --json`` prints: ``{"interval_s", "streams": [{"name",
     "writer_pid", "writer_alive", "write_fps", "write_mbps", "latest_seq", "frames_written",
     "write_waits", "write_wait_ms_per_s", "ended", "readers": [{"pid", "mode", "role", "label",
-    "writes", "read_fps", "lag_frames", "lag_ms", "missed", "writer_waits", "pinned_slots",
+    "writes", "monitor", "read_fps", "lag_frames", "lag_ms", "missed", "writer_waits", "pinned_slots",
     "pinned_for_s", ...}]}]}``. Rates are over ``interval`` seconds; ``lag_ms`` is the lag in
     frames at the writer's current rate (None when the writer is idle and the reader behind).
-    ``writes`` is true for handles of a writing role (:data:`WRITING_ROLES`): their lag is 0."""
+    ``writes`` is true for handles of a writing role (:data:`WRITING_ROLES`), ``monitor`` for
+    handles that only look (:data:`MONITOR_ROLES`: ``hz``, ``echo``): their lag is 0. Handles
+    of dead processes are not listed (the writer reclaims them)."""
     return {"interval_s": interval, "streams": measure(names, interval)}

@@ -122,6 +122,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
             fields.extend([("stream", name.as_str()), ("path", path.as_str())]);
         }
         Error::Corrupt { name, path, reason } => fields.extend([("stream", name.as_str()), ("path", path.as_str()), ("reason", reason.as_str())]),
+        Error::NotSegment { name, path, kind } => fields.extend([("stream", name.as_str()), ("path", path.as_str()), ("reason", *kind)]),
         Error::SpecMismatch { name, existing, requested } => {
             fields.extend([("stream", name.as_str()), ("existing_spec", existing.as_str()), ("requested_spec", requested.as_str())]);
         }
@@ -158,7 +159,7 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
         Error::PermissionDenied { errno, .. } => ErrorKind::StreamPermission.err(py, (*errno, msg)),
         Error::NoSpace { errno, .. } => ErrorKind::InsufficientSpace.err(py, (*errno, msg)),
         Error::IncompatibleVersion { .. } => ErrorKind::IncompatibleStream.err(py, (msg,)),
-        Error::Corrupt { .. } => ErrorKind::CorruptStream.err(py, (msg,)),
+        Error::Corrupt { .. } | Error::NotSegment { .. } => ErrorKind::CorruptStream.err(py, (msg,)),
         Error::NotReady { .. } => ErrorKind::StreamNotReady.err(py, (msg,)),
         Error::Timeout { .. } | Error::NoFreeSlot { .. } | Error::LockBusy { .. } => ErrorKind::StreamTimeout.err(py, (msg,)),
         Error::TooManyReaders { .. } => ErrorKind::TooManyReaders.err(py, (msg,)),

@@ -52,6 +52,11 @@ pub enum Error {
     #[error("stream {name:?} ({path}) is corrupt or not a framebus stream: {reason}; unlink it with framebus.unlink({name:?})")]
     Corrupt { name: String, path: String, reason: String },
 
+    /// The entry under the stream's name is no segment (a FIFO, socket, directory, device file
+    /// or symbolic link): framebus never opens, describes or removes such an entry.
+    #[error("{path} is {kind}, not a framebus segment (those are regular files): framebus leaves it alone; use another stream name, or remove it yourself if you know what it is")]
+    NotSegment { name: String, path: String, kind: &'static str },
+
     /// The creator has not finished initialising the segment in time.
     #[error("stream {name:?} ({path}) is not initialised yet{hint}")]
     NotReady { name: String, path: String, hint: &'static str },

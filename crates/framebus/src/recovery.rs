@@ -51,11 +51,12 @@ pub fn peek_creator(stream: &str) -> Option<ProcessId> {
 }
 
 fn segment_age(path: &str) -> Option<Duration> {
-    let meta = std::fs::metadata(path).ok()?;
+    let meta = std::fs::symlink_metadata(path).ok()?;
     SystemTime::now().duration_since(meta.modified().ok()?).ok()
 }
 
-/// Describes one stream without attaching to it.
+/// Describes one stream without attaching to it. An entry under the name that is no segment
+/// (not a regular file) is NotSegment: never opened.
 pub fn info(stream: &str) -> Result<StreamInfo> {
     let path = name::path(stream);
     let (uid, mode) = Segment::open(stream)?.owner_and_mode()?;
@@ -115,13 +116,16 @@ pub fn names() -> Vec<String> {
     names
 }
 
-/// Describes every stream this user can see; streams that vanish meanwhile are skipped.
+/// Describes every stream this user can see; streams that vanish meanwhile, and entries that
+/// are no segments (not regular files: see `shm::kind`), are skipped.
 pub fn list() -> Vec<StreamInfo> {
     names().iter().filter_map(|n| info(n).ok()).collect()
 }
 
 /// Removes stale streams (creator dead, nobody alive attached; or never initialised by a dead
-/// creator). Live streams are never touched. Returns the names removed (or that would be, with
+/// creator). Live streams are never touched, nor is anything that is not a regular file (a
+/// FIFO, socket, directory, device file or symbolic link named like a stream): `list` skips
+/// those and `shm::unlink` refuses them. Returns the names removed (or that would be, with
 /// `dry_run`).
 pub fn gc(dry_run: bool) -> Vec<String> {
     let mut removed = Vec::new();

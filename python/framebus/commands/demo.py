@@ -5,10 +5,11 @@ are measured from the first frame the consumer receives (process start-up is not
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Iterator
 
 HELP = "stream synthetic 1080p RGB frames between two processes and show live throughput and latency"
 
@@ -150,6 +151,12 @@ def _percentiles(lat: list) -> Dict[str, float]:
     return {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
 
 
+def micros(value: float) -> str:
+    """A latency in microseconds for the table; "no frames" while none has arrived (its
+    percentiles are NaN then)."""
+    return "no frames" if value != value else f"{value:.0f} µs"
+
+
 def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, frame_bytes: int, shape: tuple) -> Dict[str, Any]:
     import queue
 
@@ -199,14 +206,17 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
         for col in ("frames", "frames/s", "GB/s", "latency p50", "latency p99", "missed", "corrupt"):
             t.add_column(col, justify="right")
         t.add_row(
-            f"{s['received']}", f"{s['fps']:.0f}", f"{s['gbps']:.2f}", f"{s['p50']:.0f} µs", f"{s['p99']:.0f} µs", f"{s['missed']}", f"{s['corrupt']}"
+            f"{s['received']}", f"{s['fps']:.0f}", f"{s['gbps']:.2f}", micros(s["p50"]), micros(s["p99"]), f"{s['missed']}", f"{s['corrupt']}"
         )
         return t
 
     if Live is not None:
         progress = Progress(TextColumn("streaming"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
         task = progress.add_task("run", total=args.seconds)
-        with Live(Group(progress, table(snapshot())), refresh_per_second=8, console=Console()) as live:
+        console = Console()
+        # Live ends its last picture with a newline only on a terminal: to a pipe or a file
+        # (and when interrupted) the line is ended here.
+        with _ended_line(console), Live(Group(progress, table(snapshot())), refresh_per_second=8, console=console) as live:
             while producer.is_alive():
                 drain(0.25)
                 progress.update(task, completed=min(time.perf_counter() - start, args.seconds))
@@ -223,7 +233,7 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
         while producer.is_alive():
             drain(0.5)
             s = snapshot()
-            print(f"{s['elapsed']:5.1f}s  {s['fps']:7.0f} frames/s  {s['gbps']:5.2f} GB/s  p50 {s['p50']:.0f} µs  p99 {s['p99']:.0f} µs")
+            print(f"{s['elapsed']:5.1f}s  {s['fps']:7.0f} frames/s  {s['gbps']:5.2f} GB/s  p50 {micros(s['p50'])}  p99 {micros(s['p99'])}")
         stop.set()
         deadline = time.perf_counter() + 3
         while not drain(0.2) and time.perf_counter() < deadline:
@@ -232,3 +242,14 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
         final = snapshot(final=True)
         print(f"total {final['received']} frames, {final['fps']:.0f} frames/s, {final['gbps']:.2f} GB/s, missed {final['missed']}, corrupt {final['corrupt']}")
     return final
+
+
+@contextlib.contextmanager
+def _ended_line(console: Any) -> Iterator[None]:
+    """Ends the output's last line when the block ends (normally or not) if ``console`` is
+    not a terminal: rich's Live leaves its last picture without a newline there."""
+    try:
+        yield
+    finally:
+        if not console.is_terminal:
+            console.line()

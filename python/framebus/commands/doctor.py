@@ -421,10 +421,11 @@ def _names(names: List[str]) -> str:
 
 
 def check_stale() -> List[Check]:
-    """Stale streams (``framebus gc`` would remove them), and segments this framebus cannot
-    read that are not stale (their creator lives, or someone maps them)."""
+    """Stale streams (``framebus gc`` would remove them), segments this framebus cannot read
+    that are not stale (their creator lives, or someone maps them), and entries named
+    ``framebus.*`` that are no stream (not regular files, or not valid stream names)."""
     import framebus
-    from framebus.info import dead_unreadable, mapped_by
+    from framebus.info import dead_unreadable, mapped_by, not_streams
 
     from .gc import CREATION_GRACE_S, being_created
 
@@ -464,6 +465,18 @@ def check_stale() -> List[Check]:
                 "warn",
                 f"{len(used)} this framebus cannot read, still in use: {_names([str(i) for i in used])} ({used[0]}: {used[0].problem})",
                 "use them with the framebus version that created them; once their creator is dead and nothing maps them, `framebus gc --unreadable` removes them",
+            )
+        )
+    others = not_streams()
+    if others:
+        out.append(
+            Check(
+                "not framebus streams",
+                "info",
+                f"{len(others)} in {SHM} named framebus.* but no framebus stream: "
+                + "; ".join(f"{o.file!r} ({o.reason})" for o in others[:5])
+                + (" ..." if len(others) > 5 else ""),
+                "framebus never opens or removes them (not even `framebus gc`): remove them yourself if you know what they are",
             )
         )
     return out

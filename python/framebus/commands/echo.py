@@ -1,7 +1,9 @@
 """``framebus echo NAME``: one frame of a stream, like ``ros2 topic echo``: its header
 (sequence, frame id, time and age, metadata) and what it holds: one array (shape, dtype and a
 short summary), several named arrays (the same for each), or a byte payload (its length, codec
-and first bytes). It views the newest frame (zero-copy, pinned only while it prints) as a
+and first bytes). A packet of an encoded bridge's packet stream (``NAME.CODEC``) is printed with
+its header decoded (codec, keyframe, picture size, encoder run and packet number); ``meta`` is
+then the source frame's own metadata, after that header. It views the newest frame (zero-copy, pinned only while it prints) as a
 latest-mode handle tagged "monitor"; ``--new`` waits for the next frame instead; ``--count``
 prints several. ``--json`` prints strict JSON for every dtype (complex numbers as [re, im],
 NaN and infinities as the strings "nan", "inf", "-inf")."""
@@ -12,7 +14,7 @@ import argparse
 import json
 import math
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 HELP = "print a frame's header (seq, id, time, age, meta) and its arrays (shape, dtype, summary) or bytes"
 
@@ -52,6 +54,18 @@ def payload(data: Any, codec: Any) -> Dict[str, Any]:
     return {"kind": "bytes", "length": len(memoryview(data)), "codec": codec, "head": head.hex(" ")}
 
 
+def packet(frame: Any) -> Optional[Dict[str, Any]]:
+    """The header an encoded bridge puts at the start of a packet's metadata, decoded:
+    ``codec``, ``keyframe``, ``width``, ``height``, ``channels``, ``session`` (the encoder run)
+    and ``index`` (the packet's number in that run, from 0); None for a frame without one."""
+    from .._bridge.video import unpack_header
+
+    h = unpack_header(frame.meta) if frame.meta else None
+    if h is None:
+        return None
+    return {"codec": frame.codec, "keyframe": h.key, "width": h.width, "height": h.height, "channels": h.channels, "session": h.session, "index": h.index}
+
+
 def summary(arr: Any) -> Dict[str, Any]:
     """One array: shape, dtype, min/max/mean of real numbers, the first values."""
     import numpy as np
@@ -66,11 +80,18 @@ def summary(arr: Any) -> Dict[str, Any]:
 
 def describe(frame: Any) -> Dict[str, Any]:
     """What echo prints of one frame: the header, then ``kind`` "array" (with the array's
-    fields at the top level), "bytes" (``length``, ``codec``, ``head``) or "arrays" (a list of
-    ``{"name", ...}`` entries, one per named array, each an array or bytes)."""
+    fields at the top level), "bytes" (``length``, ``codec``, ``head``, and ``packet``: the
+    decoded header of an encoded bridge's packet, see :func:`packet`, or None) or "arrays" (a
+    list of ``{"name", ...}`` entries, one per named array, each an array or bytes)."""
     import numpy as np
 
+    from .._bridge.video import HEADER_BYTES
+    from .._native import DeviceFrame
+
     meta = frame.meta
+    header = None if isinstance(frame, DeviceFrame) or not frame.is_bytes else packet(frame)
+    if header is not None:
+        meta = meta[HEADER_BYTES:]  # what follows is the source frame's own metadata
     out: Dict[str, Any] = {
         "seq": frame.seq,
         "frame_id": frame.frame_id,
@@ -78,8 +99,6 @@ def describe(frame: Any) -> Dict[str, Any]:
         "age_ms": (time.time() - frame.timestamp) * 1e3,
         "meta": meta.decode("utf-8", "replace") if meta else "",
     }
-    from .._native import DeviceFrame
-
     if isinstance(frame, DeviceFrame):
         out.update(summary(frame.to_numpy()), device=frame.device)
     elif frame.names is not None:
@@ -89,7 +108,7 @@ def describe(frame: Any) -> Dict[str, Any]:
             arrays.append({"name": name, **(payload(arr, None) if name in flagged else summary(arr))})
         out.update(kind="arrays", shape=None, dtype=None, arrays=arrays)
     elif frame.is_bytes:
-        out.update(payload(frame.array, frame.codec))
+        out.update(payload(frame.array, frame.codec), packet=header)
     else:
         out.update(summary(np.asarray(frame.array)))
     return out
@@ -112,6 +131,12 @@ def _line(d: Dict[str, Any]) -> str:
 def text(d: Dict[str, Any]) -> str:
     """The frame as echo prints it without --json."""
     lines = [f"seq: {d['seq']}", f"frame_id: {d['frame_id']}", f"timestamp: {d['timestamp']:.6f} (age {d['age_ms']:.1f} ms)", f"meta: {d['meta']!r}"]
+    p = d.get("packet")
+    if p:
+        lines.append(
+            f"packet: {p['codec']} {'keyframe' if p['keyframe'] else 'delta frame'}, {p['width']}x{p['height']}x{p['channels']}, "
+            f"encoder run {p['session']}, packet {p['index']}"
+        )
     if d["kind"] == "arrays":
         lines.append(f"arrays: {len(d['arrays'])}")
         lines += [f"  {a['name']}: {_line(a)}" for a in d["arrays"]]

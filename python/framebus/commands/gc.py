@@ -6,7 +6,12 @@ that no such process holds open or maps (see ``framebus.gc``).
 A segment that is not initialised yet (empty, or cut before its header: ``framebus ls`` says
 "not initialised yet ... run `framebus gc`") is removed once it has been left so for
 CREATION_GRACE_S seconds: until then its creator may still be setting it up, and gc says so
-instead of "no stale streams"."""
+instead of "no stale streams".
+
+Only regular files are ever removed. An entry named ``framebus.*`` that is no framebus stream (a
+FIFO, socket, directory, device file or symbolic link, or a file whose name is not a valid
+stream name: ``framebus.info.not_streams()``) is never removed, with any option; gc says it leaves
+it."""
 
 from __future__ import annotations
 
@@ -58,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..info import gc
+    from ..info import gc, not_streams
 
     removed = gc(dry_run=args.dry_run, unreadable=args.unreadable, zenoh=args.zenoh)
     verb = "would remove" if args.dry_run else "removed"
@@ -70,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
             f"left {info}: not initialised yet, {age(info.path):.1f} s old; its creator may still be setting it up. "
             f"gc removes it once it has stayed so for {CREATION_GRACE_S:g} s (run gc again then)"
         )
+    for other in not_streams():
+        print(f"left {other.path}: {other.reason}; gc never removes it (remove it yourself if you know what it is)")
     if not removed and not young:
         print("no stale streams")
     return 0

@@ -16,7 +16,8 @@ JSON_HELP = (
     "for a stream created with capacity=: each frame has its own shape and dtype), capacity (bytes "
     "per frame of such a stream, or null), device (\"cuda:N\" for a stream whose frames live in GPU "
     "memory, or null), cpu_mirror (true when such a stream's frames are also in host memory), slots, frame_bytes, total_bytes, writer (alive, creator "
-    "gone, stale or unreadable), creator_pid, readers (handles attached that do not write: the "
+    "gone, stale, unreadable, or \"not a stream\" for an entry named framebus.* that is no framebus stream: a FIFO, socket, directory, "
+    "device file or symbolic link, or a file whose name is not a valid stream name; its problem says which), creator_pid, readers (handles attached that do not write: the "
     "writer's own handle is not counted), lossless (how many of them are lossless), sequence, "
     "frames_written, bytes_written (ints), problem (string or null) and bridges (list of strings)"
 )
@@ -56,7 +57,7 @@ def _readers(s: Any) -> "tuple[int, int]":
 def records() -> List[Dict[str, Any]]:
     """One JSON-ready record per stream: numbers are numbers, shapes are lists, dtypes NumPy
     names."""
-    from ..info import list_streams
+    from ..info import list_streams, not_streams
 
     out = []
     links = bridged()
@@ -94,7 +95,39 @@ def records() -> List[Dict[str, Any]]:
                 "bridges": links.pop(str(s), []),
             }
         )
+    for other in not_streams():
+        out.append(_not_a_stream(other))
     return out
+
+
+def _not_a_stream(other: Any) -> Dict[str, Any]:
+    """The record of a /dev/shm entry named ``framebus.*`` that is no framebus stream (a FIFO,
+    a socket, a directory, a symbolic link, a bad name): listed so that it is not a mystery,
+    never opened."""
+    from ..info import PREFIX
+
+    return {
+        "name": other.file[len(PREFIX):],
+        "path": other.path,
+        "shape": None,
+        "dtype": None,
+        "variable": False,
+        "capacity": None,
+        "device": None,
+        "cpu_mirror": False,
+        "slots": None,
+        "frame_bytes": None,
+        "total_bytes": 0,
+        "writer": "not a stream",
+        "creator_pid": 0,
+        "readers": 0,
+        "lossless": 0,
+        "sequence": 0,
+        "frames_written": 0,
+        "bytes_written": 0,
+        "problem": other.reason,
+        "bridges": [],
+    }
 
 
 def rows() -> List[Dict[str, str]]:
@@ -102,22 +135,23 @@ def rows() -> List[Dict[str, str]]:
     end when the terminal is too narrow; the name is never cut)."""
     out = []
     for r in records():
-        out.append(
-            {
-                "name": r["name"],
-                "shape": f"any, {human_bytes(r['capacity'] or 0)}/frame" if r["variable"] else "x".join(map(str, r["shape"])) if r["shape"] else "?",
-                "dtype": "any" if r["variable"] else r["dtype"] or "?",
-                "memory": "host" if not r["device"] else r["device"] + (" + host" if r["cpu_mirror"] else ""),
-                "writer": r["writer"],
-                "readers": f"{r['readers']}" + (f" ({r['lossless']} lossless)" if r["lossless"] else ""),
-                "sequence": str(r["sequence"]),
-                "slots": "?" if r["slots"] is None else str(r["slots"]),
-                "size": human_bytes(r["total_bytes"]),
-                "written": human_bytes(r["bytes_written"]),
-                "problem": _problem(r),
-                "bridge": "; ".join(r["bridges"]),
-            }
-        )
+        row = {
+            "name": r["name"],
+            "shape": f"any, {human_bytes(r['capacity'] or 0)}/frame" if r["variable"] else "x".join(map(str, r["shape"])) if r["shape"] else "?",
+            "dtype": "any" if r["variable"] else r["dtype"] or "?",
+            "memory": "host" if not r["device"] else r["device"] + (" + host" if r["cpu_mirror"] else ""),
+            "writer": r["writer"],
+            "readers": f"{r['readers']}" + (f" ({r['lossless']} lossless)" if r["lossless"] else ""),
+            "sequence": str(r["sequence"]),
+            "slots": "?" if r["slots"] is None else str(r["slots"]),
+            "size": human_bytes(r["total_bytes"]),
+            "written": human_bytes(r["bytes_written"]),
+            "problem": _problem(r),
+            "bridge": "; ".join(r["bridges"]),
+        }
+        if r["writer"] == "not a stream":  # nothing framebus could tell about it
+            row.update(dict.fromkeys(("shape", "dtype", "memory", "readers", "sequence", "slots", "size", "written"), "-"))
+        out.append(row)
     return out
 
 

@@ -1,6 +1,7 @@
 """``framebus top``: every stream live, full screen: writer alive, frames/s and MB/s written,
-and per attached handle its mode, role, frames/s read, lag (frames and ms), frames missed
-(latest) or writer waits caused (lossless), and pins with their age. Keys: q quits, s changes
+and per attached handle of a live process its mode, role, frames/s read, lag (frames and ms;
+none for handles that write and for monitors such as ``hz``), frames missed (latest) or writer
+waits caused (lossless), and pins with their age. Keys: q quits, s changes
 the sort, / filters by name (Enter applies, Esc clears). ``--once`` prints one table,
 ``--json`` one JSON document (see ``framebus.monitor.document``)."""
 
@@ -63,15 +64,16 @@ def cells(stream: Dict[str, Any]) -> List[List[str]]:
     out = [[stream["name"], writer, f"{stream['write_fps']:,.1f}", f"{stream['write_mbps']:,.1f}", f"seq {stream['latest_seq']}", f"{stream['write_waits']} waits", ""]]
     for r in stream["readers"]:
         who = f"  {r['mode']} {r['role']}" + (f" {r['label']}" if r["label"] else "")
-        if r["mode"] == "lossless":
-            behind = f"caused {r['writer_waits']}"
-        elif r["writes"]:
+        looks = r.get("monitor", False)  # hz, echo: watches, consumes nothing, holds nobody back
+        if r["writes"] or looks:
             behind = ""
+        elif r["mode"] == "lossless":
+            behind = f"caused {r['writer_waits']}"
         else:
             behind = f"missed {r['missed']}"
-        lag = "" if r["writes"] else f"lag {r['lag_frames']} ({_ms(r['lag_ms'])} ms)"
+        lag = "monitor" if looks else "" if r["writes"] else f"lag {r['lag_frames']} ({_ms(r['lag_ms'])} ms)"
         pins = f"{r['pinned_slots']}, {r['pinned_for_s']:.1f} s" if r["pinned_slots"] and r["pinned_for_s"] is not None else str(r["pinned_slots"])
-        pid = f"pid {r['pid']}" + ("" if r["alive"] else " dead")
+        pid = f"pid {r['pid']}"  # dead processes' handles are not listed (monitor.compare)
         out.append([who, pid, f"{r['read_fps']:,.1f}", "", lag, behind, pins])
     return out
 

@@ -420,7 +420,7 @@ impl Stream {
     /// anew under the same name is left alone). Returns whether the name was removed.
     pub fn unlink(&self) -> Result<bool> {
         use std::os::unix::fs::MetadataExt;
-        let Ok(meta) = std::fs::metadata(name::path(&self.name)) else { return Ok(false) };
+        let Ok(meta) = std::fs::symlink_metadata(name::path(&self.name)) else { return Ok(false) };
         if (meta.dev(), meta.ino()) != self.segment.identity()? {
             return Ok(false);
         }

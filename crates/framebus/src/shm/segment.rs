@@ -47,7 +47,11 @@ impl Segment {
             libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600)
         };
         if fd < 0 {
-            return Err(io_error("create", stream, io::Error::last_os_error()));
+            let err = io::Error::last_os_error();
+            if let Some(e) = not_segment(stream) {
+                return Err(e); // the name is taken by something that is no segment
+            }
+            return Err(io_error("create", stream, err));
         }
         // SAFETY: fd was just returned by shm_open and is owned by nobody else.
         let seg = Segment { fd: unsafe { OwnedFd::from_raw_fd(fd) }, name: stream.to_owned() };
@@ -70,16 +74,37 @@ impl Segment {
         Ok(seg)
     }
 
-    /// Opens an existing segment for reading and writing.
+    /// Opens an existing segment for reading and writing. An entry under the name that is not
+    /// a regular file (a FIFO, socket, directory, device file or symbolic link) is refused with
+    /// NotSegment: checked with lstat before opening it (O_NONBLOCK, so that even a FIFO
+    /// cannot block) and with fstat after.
     pub fn open(stream: &str) -> Result<Segment> {
         let cname = c_name(stream)?;
+        if let Some(e) = not_segment(stream) {
+            return Err(e);
+        }
         // SAFETY: cname is a valid NUL-terminated string.
-        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK, 0) };
         if fd < 0 {
-            return Err(io_error("open", stream, io::Error::last_os_error()));
+            let err = io::Error::last_os_error();
+            return Err(not_segment(stream).unwrap_or_else(|| io_error("open", stream, err)));
         }
         // SAFETY: fd was just returned by shm_open and is owned by nobody else.
-        Ok(Segment { fd: unsafe { OwnedFd::from_raw_fd(fd) }, name: stream.to_owned() })
+        let seg = Segment { fd: unsafe { OwnedFd::from_raw_fd(fd) }, name: stream.to_owned() };
+        if let Some(kind) = super::kind::not_regular_mode(seg.fstat()?.st_mode) {
+            return Err(Error::NotSegment { name: stream.to_owned(), path: name::path(stream), kind });
+        }
+        Ok(seg)
+    }
+
+    fn fstat(&self) -> Result<libc::stat> {
+        // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: the fd is open and st is a valid out pointer.
+        if unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io_error("stat", &self.name, io::Error::last_os_error()));
+        }
+        Ok(st)
     }
 
     /// Current size of the segment in bytes.
@@ -296,13 +321,24 @@ impl Drop for Mapping {
 }
 
 /// Removes the name of a stream; processes that have it mapped keep working until they unmap.
+/// An entry under the name that is not a regular file (see [`Segment::open`]) is left alone:
+/// NotSegment.
 pub fn unlink(stream: &str) -> Result<()> {
     let cname = c_name(stream)?;
+    if let Some(e) = not_segment(stream) {
+        return Err(e);
+    }
     // SAFETY: cname is a valid NUL-terminated string.
     if unsafe { libc::shm_unlink(cname.as_ptr()) } != 0 {
         return Err(io_error("unlink", stream, io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// NotSegment when the entry under `stream`'s name is there but is not a regular file.
+fn not_segment(stream: &str) -> Option<Error> {
+    let path = name::path(stream);
+    super::kind::not_regular(&path).map(|kind| Error::NotSegment { name: stream.to_owned(), path, kind })
 }
 
 fn c_name(stream: &str) -> Result<CString> {
