@@ -32,6 +32,7 @@ from .errors import (
     StreamNotFoundError,
     StreamNotReadyError,
     StreamPermissionError,
+    StreamReplacedError,
     StreamTimeoutError,
     TooManyReadersError,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "StreamNotFoundError",
     "StreamNotReadyError",
     "StreamPermissionError",
+    "StreamReplacedError",
     "StreamTimeoutError",
     "TooManyReadersError",
     "__version__",

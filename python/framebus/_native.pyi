@@ -169,19 +169,26 @@ class Stream:
         """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
     def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
-        last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``."""
+        last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``;
+        StreamEndedError once the writer ended the stream. Whatever the timeout, a wait that can
+        get no frame any more says so within about a second: StreamReplacedError when the
+        stream's name was removed or now belongs to a new stream, DeviceUnavailableError (naming
+        the pid) when the process owning a device stream's GPU memory died."""
     def _read_info(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
     def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
     def wait(self, *, timeout: Optional[float] = None) -> int:
-        """Waits for a frame newer than the last one this handle saw; returns its sequence."""
+        """Waits for a frame newer than the last one this handle saw; returns its sequence.
+        Raises as read_new()."""
     def wait_after(self, after: int, *, timeout: Optional[float] = None) -> int:
-        """Waits for a frame newer than sequence ``after``; returns the newest sequence."""
+        """Waits for a frame newer than sequence ``after``; returns the newest sequence. Raises
+        as read_new()."""
     def view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> Any:
         """Zero-copy read-only view of the newest frame, pinned until released: a ``Frame``, or
         for a device stream a ``DeviceFrame`` whose ``__cuda_array_interface__`` is ordered on
         ``stream``."""
     def wait_view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> Any:
-        """Zero-copy view of the next frame this handle has not seen (read_new semantics)."""
+        """Zero-copy view of the next frame this handle has not seen (read_new semantics and
+        errors)."""
     def view_seq(self, seq: int, *, stream: Optional[Any] = None) -> Optional[Any]:
         """Zero-copy, pinned view of frame ``seq`` if the ring still holds it, else None (a later
         write reused its slot, or it is not written yet). Does not wait and does not copy. For a

@@ -184,7 +184,11 @@ class Stream(_native.Stream):
         """Yields every new frame this handle has not seen, until the end of the stream (the
         writer called ``end()`` or closed its handle: a lossless handle first gets every frame
         it has not read), until the handle is closed, or until no frame arrives within
-        ``timeout``; then the iterator just ends (no StreamEndedError, no TimeoutError).
+        ``timeout``; then the iterator just ends (no StreamEndedError, no TimeoutError). A
+        stream that can get no frame any more is not an end: the loop raises
+        StreamReplacedError (its name was removed or now belongs to a new stream: open it
+        again) or DeviceUnavailableError (a device stream whose owner died), within about a
+        second of waiting.
 
         ``copy=False`` (default) yields zero-copy :class:`Frame` views; each is released when
         the loop asks for the next one (keep ``frame.array``, or any array made from it, to

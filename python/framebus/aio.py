@@ -168,7 +168,8 @@ async def wait_view_async(stream: "Stream", *, timeout: Optional[float] = None) 
 
 async def iterate(stream: "Stream", timeout: Optional[float] = None) -> AsyncIterator[Any]:
     """Yields each new frame as a zero-copy Frame; the previous one is released when the loop
-    asks for the next. Ends when the handle is closed or no frame arrives within ``timeout``."""
+    asks for the next. Ends when the handle is closed or no frame arrives within ``timeout``;
+    raises StreamReplacedError or DeviceUnavailableError as ``Stream.frames()`` does."""
     timeout = timeout_seconds(timeout)
     frame = None
     try:

@@ -23,6 +23,7 @@ __all__ = [
     "StreamTimeoutError",
     "StreamClosedError",
     "StreamEndedError",
+    "StreamReplacedError",
     "StreamEmptyError",
     "TooManyReadersError",
     "LoanOpenError",
@@ -100,6 +101,14 @@ class StreamEndedError(StreamClosedError, EOFError):
     simply stop; a new write by a restarted producer clears the end."""
 
 
+class StreamReplacedError(FramebusError, RuntimeError):
+    """While a read waited, the stream's name was removed and a new stream now has it (a
+    producer or bridge that restarted and created the stream anew), or it was removed with
+    nothing new under it and no live handle writes it any more: no frame will come to this
+    handle, so open the stream again. Not a StreamClosedError: ``frames()`` and ``async for``
+    raise it rather than stop. Noticed within about a second of waiting, whatever the timeout."""
+
+
 class StreamEmptyError(FramebusError, RuntimeError):
     """The stream has no frame yet (nothing was written); wait with read_new() or wait_view().
     A RuntimeError, as it was before it had a class of its own."""
@@ -135,7 +144,8 @@ class DeviceError(FramebusError, RuntimeError):
 
 class DeviceUnavailableError(DeviceError):
     """A device stream cannot be used in this process: no CUDA driver or device, the stream's
-    GPU is not visible here, or the process that owned its GPU memory has exited."""
+    GPU is not visible here, or the process that owned its GPU memory has exited (a read
+    waiting on such a stream learns it within about a second, whatever its timeout)."""
 
 
 class LockRecoveredWarning(RuntimeWarning):

@@ -43,6 +43,7 @@ pub enum ErrorKind {
     StreamTimeout,
     StreamClosed,
     StreamEnded,
+    StreamReplaced,
     StreamEmpty,
     LockNotHeld,
     LoanOpen,
@@ -59,7 +60,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 24] = [ErrorKind::InvalidArgument, ErrorKind::InvalidFrame, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::Device, ErrorKind::DeviceUnavailable, ErrorKind::LockRecoveredWarning];
+    pub const ALL: [ErrorKind; 25] = [ErrorKind::InvalidArgument, ErrorKind::InvalidFrame, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamReplaced, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::Device, ErrorKind::DeviceUnavailable, ErrorKind::LockRecoveredWarning];
 
     /// The class's name in `framebus.errors`.
     pub fn name(self) -> &'static str {
@@ -76,6 +77,7 @@ impl ErrorKind {
             ErrorKind::StreamTimeout => "StreamTimeoutError",
             ErrorKind::StreamClosed => "StreamClosedError",
             ErrorKind::StreamEnded => "StreamEndedError",
+            ErrorKind::StreamReplaced => "StreamReplacedError",
             ErrorKind::StreamEmpty => "StreamEmptyError",
             ErrorKind::LockNotHeld => "LockNotHeldError",
             ErrorKind::LoanOpen => "LoanOpenError",
@@ -131,6 +133,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         | Error::NoFreeSlot { name, .. }
         | Error::LockBusy { name, .. }
         | Error::Ended { name }
+        | Error::Replaced { name, .. }
         | Error::Empty { name }
         | Error::NewestLost { name }
         | Error::TooManyReaders { name, .. }
@@ -167,6 +170,7 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
         Error::Empty { .. } | Error::NewestLost { .. } => ErrorKind::StreamEmpty.err(py, (msg,)),
         Error::LoanOpen { .. } => ErrorKind::LoanOpen.err(py, (msg,)),
         Error::Ended { .. } => ErrorKind::StreamEnded.err(py, (msg,)),
+        Error::Replaced { .. } => ErrorKind::StreamReplaced.err(py, (msg,)),
         Error::SequenceExhausted { .. } => ErrorKind::SequenceExhausted.err(py, (msg,)),
         Error::Device { .. } => ErrorKind::Device.err(py, (msg,)),
         Error::DeviceUnavailable { .. } => ErrorKind::DeviceUnavailable.err(py, (msg,)),

@@ -94,6 +94,13 @@ pub enum Error {
     #[error("stream {name:?} has ended: its writer called end() and every frame this handle could read was read; open it again for a restarted producer")]
     Ended { name: String },
 
+    /// While this handle waited, the stream's name was removed and another segment now has it
+    /// (a producer that restarted and created the stream anew), or it was removed with nothing
+    /// new under it and no live handle writes the stream any more: no frame will come to this
+    /// handle (`unlinked` tells which).
+    #[error("{}", replaced_message(name, *unlinked))]
+    Replaced { name: String, unlinked: bool },
+
     /// Nothing has been written to the stream yet.
     #[error("stream {name:?} has no frame yet; wait with read_new() or write one first")]
     Empty { name: String },
@@ -123,6 +130,14 @@ pub enum Error {
     /// Any other system call failure.
     #[error("{op} failed for stream {name:?} ({path}): {source}")]
     Io { op: &'static str, name: String, path: String, #[source] source: io::Error },
+}
+
+fn replaced_message(name: &str, unlinked: bool) -> String {
+    if unlinked {
+        format!("stream {name:?} was unlinked (its name removed) while this handle waited, and no handle that writes it is left, so no frame will come: open it again once its producer creates it anew")
+    } else {
+        format!("stream {name:?} was replaced by a new stream of the same name (a producer created it anew), so no frame will come to this handle: open it again with framebus.open({name:?})")
+    }
 }
 
 impl Error {

@@ -292,16 +292,34 @@ impl Stream {
                     event
                 }
             };
-            dev.door.wait(dev.device, cuda_stream, event.event()).map_err(door_error(self, "waiting for a reader's release event"))?;
+            match dev.door.wait(dev.device, cuda_stream, event.event()) {
+                Ok(()) => {}
+                // A reader that exited since (its event may die with it): nothing of its work
+                // is left to wait for.
+                Err(_) if !self.reader_alive(i, pid) => seen.retain(|(entry, _, _)| *entry != i),
+                Err(e) => return Err(door_error(self, "waiting for a reader's release event")(e)),
+            }
         }
         Ok(())
     }
 
     /// The error for a device stream whose owner (the process holding its GPU memory) has
     /// exited: no frame will come. None while it lives (and for host streams).
+    /// A handle on the CPU mirror only is told too: no frame comes to the mirror either.
     pub fn device_owner_gone(&self) -> Option<Error> {
-        let dev = self.device.as_ref()?;
-        (!dev.owner.is_alive()).then(|| unavailable(&self.name, format!("the process that owned its GPU memory (pid {}) has exited, so no frame will come; create the stream again", dev.owner.pid)))
+        let owner = self.device_owner()?;
+        (!owner.is_alive()).then(|| unavailable(&self.name, format!("the process that owned its GPU memory (pid {}) has exited, so no frame will come; create the stream again", owner.pid)))
+    }
+
+    /// The process that owns a device stream's GPU memory (its creator); None for a host stream.
+    pub fn device_owner(&self) -> Option<ProcessId> {
+        if let Some(dev) = self.device.as_ref() {
+            return Some(dev.owner);
+        }
+        self.spec.device?;
+        // Written by the creator before the segment was marked ready, never changed after.
+        let h = self.device_header();
+        Some(ProcessId { pid: h.owner_pid, start: h.owner_start })
     }
 
     fn reader_alive(&self, i: u32, pid: u32) -> bool {

@@ -98,6 +98,8 @@ pub struct Stream {
     /// A device stream's memory and events as this process reaches them (device.rs); None for
     /// host streams, peek handles and handles on the CPU mirror only.
     pub(super) device: Option<super::device::DeviceSlots>,
+    /// When waits last looked whether frames can still come (watch.rs).
+    pub(super) watch: super::watch::Watch,
 }
 
 impl Stream {
@@ -328,6 +330,7 @@ impl Stream {
             windows: Default::default(),
             kept: Default::default(),
             device: None,
+            watch: Default::default(),
         };
         if let Some(mode) = mode {
             let index = s.register(mode)?;

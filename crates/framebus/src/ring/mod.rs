@@ -14,6 +14,7 @@ mod reader;
 mod readers;
 mod spec;
 mod variable;
+mod watch;
 mod windows;
 mod writer;
 

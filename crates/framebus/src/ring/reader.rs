@@ -281,6 +281,10 @@ impl Stream {
     }
 
     /// Waits until a frame newer than `after` is committed; returns the newest sequence.
+    /// `Ended` once the writer ended the stream and nothing newer is there. Between its sleeps
+    /// (at most every `watch::INTERVAL`) it also looks whether a frame can still come at all:
+    /// `DeviceUnavailable` when a device stream's owner died, `Replaced` when the stream's name
+    /// was removed or taken by a new segment (see watch.rs), whatever the deadline.
     pub fn wait_for(&self, after: u64, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
         let h = self.header();
         // Spin (for as long as spinning has been paying on this handle, see sync/spin.rs) only
@@ -325,6 +329,10 @@ impl Stream {
             h.waiters.fetch_sub(1, Ordering::SeqCst);
             if !check() {
                 return Err(Error::Interrupted);
+            }
+            // Still nothing new (and not ended): maybe nothing can come any more.
+            if self.published()?.0 <= after && h.ended.load(Ordering::SeqCst) == 0 {
+                self.check_still_fed()?;
             }
         }
     }
