@@ -1,7 +1,7 @@
 //! The ring's device slots against the strict fake door, across forked processes: a reader's
 //! release event orders the writer's next write into its slot, a reader that exited does not
 //! stop the writer, handles of one process share one opening, and unlink frees what the creator
-//! allocated. The fake refuses an event waited for before it was ever recorded, so a release
+//! allocated, and a reader waiting on a stream whose owner died is told so. The fake refuses an event waited for before it was ever recorded, so a release
 //! event published before its first record would fail here.
 //!
 //! The door is chosen once per process from FRAMEBUS_CUDA, set before the first use; the fake's
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use framebus::gpu::fake::{fake_counts, fake_read};
 use framebus::ring::{DeviceAccess, DeviceSpec, Source};
-use framebus::{CreateOptions, Deadline, FrameInfo, ReaderMode, Stream, StreamSpec};
+use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, Stream, StreamSpec};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 static FAKE: Once = Once::new();
@@ -198,5 +198,61 @@ fn a_host_open_of_a_device_stream_without_a_mirror_is_refused() {
     let err = Stream::open_with(&n, ReaderMode::Latest, DeviceAccess::Host).err().expect("refused");
     assert!(err.to_string().contains("no CPU mirror"), "{err}");
     drop(w);
+    framebus::unlink(&n).expect("unlink");
+}
+
+/// What `f` returned on a thread of its own, or None when it had not returned within `bound`
+/// (the thread is left behind: a wait that would never have ended).
+fn within<T: Send + 'static>(bound: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(bound).ok()
+}
+
+#[test]
+fn a_waiting_reader_learns_that_the_owner_died_whatever_its_deadline() {
+    let _g = serial();
+    let n = name("owner");
+    let (told_r, told_w) = pipe();
+    let stream = n.clone();
+    let owner = fork(move || {
+        let w = Stream::create(&stream, &spec(2), &CreateOptions::default()).expect("create");
+        write(&w, 3);
+        send(&told_w, 1);
+        loop {
+            std::thread::sleep(Duration::from_secs(1)); // until killed
+        }
+    });
+    assert_eq!(recv(&told_r), 1);
+    let r = Arc::new(Stream::open_with(&n, ReaderMode::Latest, DeviceAccess::Device).expect("open"));
+    let waits: Vec<_> = [Deadline::never(), Deadline::after(Some(Duration::from_secs(30)))]
+        .into_iter()
+        .map(|deadline| {
+            let r = r.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(r.wait_pinned(deadline, &mut || true).err());
+            });
+            rx
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200)); // both are waiting (not asserted)
+    // SAFETY: kills our own child.
+    assert_eq!(unsafe { libc::kill(owner, libc::SIGKILL) }, 0);
+    wait(owner);
+    for rx in waits {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Some(Error::DeviceUnavailable { reason, .. })) => assert!(reason.contains(&format!("pid {owner}")), "{reason}"),
+            Ok(other) => panic!("the wait ended with {other:?}"),
+            Err(_) => panic!("a reader waited on after the stream's owner was killed"),
+        }
+    }
+    // A wait begun after the death is told too.
+    let again = r.clone();
+    let late = within(Duration::from_secs(10), move || again.wait_for(again.seen_seq(), Deadline::never(), &mut || true).err());
+    assert!(matches!(late, Some(Some(Error::DeviceUnavailable { .. }))), "{late:?}");
+    drop(r);
     framebus::unlink(&n).expect("unlink");
 }
