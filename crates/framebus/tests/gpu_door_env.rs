@@ -25,6 +25,10 @@ fn door_without_setting_is_the_driver_or_a_clean_no_driver_error() {
     let e = chosen.expect_err("no libcuda here");
     assert_eq!(e.name, NO_DRIVER.1);
     assert!(e.detail.contains("libcuda.so.1") && e.detail.contains("FRAMEBUS_CUDA=fake"), "{e}");
+    // Said once: the message is the detail, not the call and a code around it.
+    let text = e.to_string();
+    assert_eq!(text.matches("libcuda.so.1").count(), 1, "{text}");
+    assert!(!text.contains(NO_DRIVER.1) && !text.contains("failed with"), "{text}");
     assert_eq!(door_for(Some("cuda")).err().expect("same side").name, NO_DRIVER.1);
     assert_eq!(status.kind, None);
     assert_eq!(status.error, Some(e));

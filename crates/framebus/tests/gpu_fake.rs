@@ -421,8 +421,12 @@ fn door_for_picks_a_side_by_name() {
     let fake = framebus::gpu::door_for(Some("fake")).expect("the fake");
     assert_eq!(fake.kind(), DoorKind::Fake);
     let err = framebus::gpu::door_for(Some("gpu")).err().expect("an unknown value");
-    assert!(err.detail.contains("\"cuda\"") && err.detail.contains("\"fake\""), "{err}");
+    // Said as a setting not understood, with what it accepts; not as a CUDA error code.
+    let text = err.to_string();
+    assert!(text.starts_with("FRAMEBUS_CUDA=\"gpu\" is not understood") && text.contains("\"cuda\"") && text.contains("\"fake\""), "{text}");
+    assert!(!text.contains("CUDA_ERROR") && !text.contains("failed with"), "{text}");
+    assert_eq!(err.name, framebus::gpu::door::BAD_SETTING.1);
     // Empty is unset: the driver side (here, without a driver, its clean error).
     let empty = framebus::gpu::door_for(Some("")).map(|d| d.kind());
-    assert!(matches!(&empty, Ok(DoorKind::Cuda)) || empty.as_ref().is_err_and(|e| !e.detail.contains("is not a door")), "{empty:?}");
+    assert!(matches!(&empty, Ok(DoorKind::Cuda)) || empty.as_ref().is_err_and(|e| !e.detail.contains("not understood")), "{empty:?}");
 }

@@ -86,7 +86,7 @@ fn check(call: &'static str, f: impl FnOnce() -> sys::CUresult) -> DoorResult<()
             let (name, detail) = describe(code);
             Err(DoorError { call, code: code as i32, name, detail })
         }
-        Err(_) => Err(DoorError { call, code: NO_DRIVER.0, name: NO_DRIVER.1.into(), detail: "the driver library lacks this call".into() }),
+        Err(_) => Err(DoorError { call, code: NO_DRIVER.0, name: NO_DRIVER.1.into(), detail: format!("the CUDA driver library lacks {call} (or failed inside it): update the NVIDIA driver") }),
     }
 }
 
@@ -118,7 +118,7 @@ impl CudaDoor {
     pub fn new() -> DoorResult<CudaDoor> {
         if !driver_library_present() {
             return Err(no_driver(
-                "no CUDA driver found (libcuda.so.1): install the NVIDIA driver, or set FRAMEBUS_CUDA=fake to use the fake door"
+                "no CUDA driver found: libcuda.so.1 could not be loaded; install the NVIDIA driver, or set FRAMEBUS_CUDA=fake to use the fake door"
                     .to_string(),
             ));
         }

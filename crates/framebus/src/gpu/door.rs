@@ -69,7 +69,9 @@ pub struct DeviceInfo {
 }
 
 /// A failed door call: which call, the driver's error code and name (`CUDA_ERROR_...`), and
-/// what it means. The core turns it into `Error::Device` with the stream's name.
+/// what it means. The core turns it into `Error::Device` with the stream's name. A negative code
+/// is framebus's own (no driver library, a setting not understood): no driver call failed, so
+/// its message is the detail alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DoorError {
     pub call: &'static str,
@@ -78,8 +80,15 @@ pub struct DoorError {
     pub detail: String,
 }
 
+/// Code and name of the error for an environment setting of the door (`FRAMEBUS_CUDA`,
+/// `FRAMEBUS_FAKE_CUDA_DEVICES`) whose value is not understood.
+pub const BAD_SETTING: (i32, &str) = (-2, "FRAMEBUS_BAD_SETTING");
+
 impl fmt::Display for DoorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.code < 0 {
+            return f.write_str(&self.detail);
+        }
         write!(f, "{} failed with {} ({}): {}", self.call, self.name, self.code, self.detail)
     }
 }

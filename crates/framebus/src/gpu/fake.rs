@@ -291,7 +291,7 @@ fn device_count_setting(value: Option<&str>) -> DoorResult<u32> {
     let Some(v) = value else { return Ok(DEFAULT_DEVICES) };
     match v.trim().parse::<u32>() {
         Ok(n) if n <= MAX_DEVICES => Ok(n),
-        _ => Err(fail("FRAMEBUS_FAKE_CUDA_DEVICES", INVALID_VALUE, format!("{v:?} is not a device count from 0 to {MAX_DEVICES}"))),
+        _ => Err(fail("FRAMEBUS_FAKE_CUDA_DEVICES", super::door::BAD_SETTING, format!("FRAMEBUS_FAKE_CUDA_DEVICES={v:?} is not understood: it takes a device count from 0 to {MAX_DEVICES}"))),
     }
 }
 
@@ -634,8 +634,9 @@ mod tests {
         assert_eq!(device_count_setting(Some("0")), Ok(0));
         for bad in ["", "-1", "two", "65"] {
             let e = device_count_setting(Some(bad)).expect_err(bad);
-            assert_eq!(e.name, "CUDA_ERROR_INVALID_VALUE");
+            assert_eq!(e.name, super::super::door::BAD_SETTING.1);
             assert!(e.detail.contains("from 0 to 64"), "{e}");
+            assert!(e.to_string().starts_with("FRAMEBUS_FAKE_CUDA_DEVICES=") && !e.to_string().contains("failed with"), "{e}");
         }
     }
 

@@ -45,9 +45,11 @@ pub fn door_for(setting: Option<&str>) -> DoorResult<&'static dyn Door> {
         },
         Some(other) => Err(DoorError {
             call: DOOR_ENV,
-            code: fake::INVALID_VALUE.0,
-            name: fake::INVALID_VALUE.1.to_string(),
-            detail: format!("{other:?} is not a door: set FRAMEBUS_CUDA to \"cuda\" (the default) or \"fake\""),
+            code: door::BAD_SETTING.0,
+            name: door::BAD_SETTING.1.to_string(),
+            detail: format!(
+                "FRAMEBUS_CUDA={other:?} is not understood: it accepts \"cuda\" (the CUDA driver; the default, also when unset or empty) or \"fake\" (a fake GPU in host memory, for tests without one)"
+            ),
         }),
     }
 }
