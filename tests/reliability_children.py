@@ -308,7 +308,7 @@ def restarter(name: str, shapes: list, status: Any, seed: int, epoch: int) -> No
 
 def follower(name: str, mode: str, stop: Any, q: Any, ready: Any) -> None:
     """Follows a stream that is re-created under the same name: keeps a handle while frames
-    come, reopens after 0.1 s without one. Every frame through one handle must belong to one
+    come, reopens after 0.1 s without one or when told the stream was replaced. Every frame through one handle must belong to one
     epoch (the handle's segment) and have the handle's shape; epochs never go back."""
     warnings.simplefilter("ignore")
     rep: Dict[str, Any] = {"mode": mode, "checked": 0, "torn": 0, "lost": 0, "errors": [], "clear_errors": {},
@@ -336,7 +336,11 @@ def follower(name: str, mode: str, stop: Any, q: Any, ready: Any) -> None:
             else:
                 pub = s.read_new_publication(timeout=0.1)
                 seq, meta, problem = pub.seq, pub.meta, pat.check(pub.payload, pub.meta, pub.frame_id)
-        except (TimeoutError, framebus.StreamEndedError):  # ended: its writer closed
+        except (TimeoutError, framebus.StreamEndedError, framebus.StreamReplacedError) as exc:
+            # Ended: its writer closed. Replaced: a restarted writer made the stream anew (or
+            # the name is gone and its writer with it): follow it.
+            if isinstance(exc, framebus.StreamReplacedError):
+                _clear(rep, exc)
             s.close()
             s = None
             continue

@@ -465,3 +465,163 @@ def test_reader_killed_holding_a_device_frame_does_not_stop_the_writer(name):
     )
     assert r["held"] == ["holding", "1"]
     assert r["last"] == 11 and r["ok"]
+
+
+#: Every way of waiting for the next frame, each on a handle of its own (a thread per wait), with
+#: no timeout and with a long one: (label, function of the handle). Used by the tests below.
+WAITS = """
+import asyncio, threading
+
+def _frames(r, timeout):
+    for _ in r.frames(timeout):
+        pass
+    return "ended silently"
+
+async def _iterate(r, timeout):
+    from framebus.aio import iterate
+    async for _ in iterate(r, timeout):
+        pass
+    return "ended silently"
+
+WAYS = {
+    "read_new": lambda r, t: r.read_new(timeout=t),
+    "wait_view": lambda r, t: r.wait_view(t),
+    "frames": _frames,
+    "frames_copy": lambda r, t: [None for _ in r.frames(t, copy=True)] and "ended silently",
+    "read_new_async": lambda r, t: asyncio.run(r.read_new_async(timeout=t)),
+    "wait_view_async": lambda r, t: asyncio.run(r.wait_view_async(t)),
+    "iterate": lambda r, t: asyncio.run(_iterate(r, t)),
+}
+
+def start_waits(open_handle):
+    "Starts every way of waiting, with timeout None and 30, each on a handle of its own."
+    results, threads = {}, []
+    for label, way in WAYS.items():
+        for timeout in (None, 30):
+            r = open_handle()
+            key = f"{label}/{timeout}"
+            def body(r=r, way=way, key=key, timeout=timeout):
+                try:
+                    results[key] = ["returned", repr(way(r, timeout))[:80]]
+                except BaseException as e:
+                    results[key] = [type(e).__name__, str(e)]
+            t = threading.Thread(target=body, daemon=True); t.start(); threads.append((key, t))
+    return results, threads
+
+def outcomes(results, threads, bound=10.0):
+    "Each wait's outcome; 'still waiting' for one that did not end within the bound."
+    end = time.monotonic() + bound
+    for key, t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+    return {key: results.get(key, ["still waiting", ""]) for key, _ in threads}
+"""
+
+
+def test_waits_on_a_device_stream_whose_owner_is_killed_end_with_device_unavailable(name):
+    """Whatever the timeout (none, or 30 s), every wait on a device stream learns within a
+    bounded time that the process owning its GPU memory was SIGKILLed: read_new, wait_view,
+    frames() (both forms), the async forms and async iteration raise DeviceUnavailableError
+    naming the pid (frames() does not end silently). Each wait must end before a generous join
+    bound; nothing is asserted about how long it took."""
+    r = run(
+        WAITS
+        + textwrap.dedent(
+            """
+        name = sys.argv[1]
+        code = '''
+        import sys, numpy as np, framebus
+        s = framebus.create(sys.argv[1], shape=(4, 4), dtype=np.uint8, device=0)
+        s.write(np.ones((4, 4), np.uint8))
+        print("made", flush=True)
+        sys.stdin.read()
+        '''
+        owner = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert owner.stdout.readline().strip() == "made"
+        results, threads = start_waits(lambda: framebus.open(name))
+        time.sleep(0.5)   # the waits are under way (not asserted)
+        owner.kill(); owner.wait()
+        got = outcomes(results, threads)
+        framebus.unlink(name)
+        print(json.dumps({"got": got, "pid": owner.pid}))
+        """
+        ),
+        name,
+    )
+    assert len(r["got"]) == 14
+    for key, (kind, msg) in r["got"].items():
+        assert kind == "DeviceUnavailableError", (key, kind, msg)
+        assert f"pid {r['pid']}" in msg and "no frame will come" in msg, (key, msg)
+
+
+def test_a_writer_waiting_on_a_killed_readers_frames_goes_on(name):
+    """A writer blocked (no timeout) on slots a lossless reader holds (a frame handed to a CUDA
+    stream, and frames not yet read) goes on once that reader is SIGKILLed: its hold is
+    reclaimed. The write must end before a generous join bound."""
+    r = run(
+        """
+        import threading
+        name = sys.argv[1]
+        s = framebus.create(name, shape=(6, 8, 3), dtype=np.uint8, slots=3, device=0)
+        s.write(frame_of(1))
+        code = '''
+        import os, sys, framebus
+        r = framebus.open(sys.argv[1], mode="lossless")
+        with r.view(timeout=5) as g:
+            g.__dlpack__(stream=3)   # released on stream 3: its release event is published
+        f = r.view(timeout=5)
+        f.__dlpack__(stream=7)       # handed to a CUDA stream and held
+        print("holding", f.seq, flush=True)
+        sys.stdin.read()
+        '''
+        child = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        held = child.stdout.readline().split()
+        done = {}
+        def writer():
+            try:
+                for seq in range(2, 8):
+                    s.write(frame_of(seq), timeout=None)   # blocks: the reader holds the ring
+                done["last"] = seq
+            except BaseException as e:
+                done["error"] = f"{type(e).__name__}: {e}"
+        t = threading.Thread(target=writer, daemon=True); t.start()
+        time.sleep(0.5)   # the writer is blocked by now (not asserted)
+        blocked = t.is_alive()
+        child.kill(); child.wait()
+        t.join(10)
+        reader = framebus.open(name)
+        with reader.view(timeout=5) as f:
+            ok = bool((device_bytes(f) == frame_of(f.seq)).all()); last = f.seq
+        s.unlink()
+        print(json.dumps({"held": held, "blocked": blocked, "finished": not t.is_alive(), "done": done, "last": last, "ok": ok}))
+        """,
+        name,
+    )
+    assert r["held"] == ["holding", "1"]
+    assert r["blocked"], "the writer was never held back: the test shows nothing"
+    assert r["finished"] and "error" not in r["done"], r
+    assert r["last"] == 7 and r["ok"]
+
+
+def test_door_setting_not_understood_and_missing_driver_are_said_plainly(name):
+    """FRAMEBUS_CUDA=bogus is reported as a setting not understood, listing what it accepts
+    (not as a CUDA error code); without a driver, the message names libcuda.so.1 once."""
+    code = """
+        name = sys.argv[1]
+        out = {"error": framebus.gpu_info()["error"]}
+        try:
+            framebus.create(name, shape=(4, 4), dtype=np.uint8, device=0)
+        except DeviceUnavailableError as e:
+            out["create"] = str(e)
+        print(json.dumps(out))
+        """
+    bogus = run(code, name, door="bogus")
+    for text in (bogus["error"], bogus["create"]):
+        assert 'FRAMEBUS_CUDA="bogus" is not understood' in text, text
+        assert '"cuda"' in text and '"fake"' in text, text
+        assert "CUDA_ERROR" not in text and "failed with" not in text, text
+    unset = run(code, name, door="")
+    if unset["error"] is None:
+        pytest.skip("this machine has a CUDA driver")
+    for text in (unset["error"], unset["create"]):
+        assert text.count("libcuda.so.1") == 1 and "FRAMEBUS_NO_CUDA_DRIVER" not in text and "failed with" not in text, text
+        assert "FRAMEBUS_CUDA=fake" in text, text
