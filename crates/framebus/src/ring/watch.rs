@@ -66,7 +66,8 @@ impl Stream {
                 Err(_) => return Ok(()),
             },
         };
-        let unlinked = match std::fs::metadata(crate::shm::name::path(&self.name)) {
+        // lstat: only the segment itself is this stream (a link to it under the name is not).
+        let unlinked = match std::fs::symlink_metadata(crate::shm::name::path(&self.name)) {
             Ok(m) if (m.dev(), m.ino()) == mine => return Ok(()),
             Ok(_) => false,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
