@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from .harness import Context, make_frame, summarize
+from .ffmpeg_tool import find_ffmpeg
 from .records import Column, Metric, Row, SuiteResult, compute_ratios
 
 #: (width, height, encoder args or None for the null muxer's default).
@@ -35,39 +35,6 @@ COLUMNS = [
     Column("fps", "spread (frames/s)", "{:,.0f}", "spread"),
     Column("frames", "frames", "{:.0f}", "extra"),
 ]
-
-
-@functools.lru_cache(maxsize=1)
-def find_ffmpeg() -> Optional[str]:
-    """FFmpeg's path: framebus.ffmpeg's finder when present, imageio-ffmpeg's bundled binary,
-    else ``ffmpeg`` on PATH; None when there is none."""
-    try:
-        from framebus.ffmpeg import find_ffmpeg as fb_find  # type: ignore[import-not-found]
-
-        return str(fb_find())
-    except Exception:  # noqa: BLE001 - not in this framebus, or no FFmpeg found by it
-        pass
-    try:
-        import imageio_ffmpeg
-
-        return str(imageio_ffmpeg.get_ffmpeg_exe())
-    except Exception:  # noqa: BLE001 - not installed or no binary for this platform
-        pass
-    return shutil.which("ffmpeg")
-
-
-@functools.lru_cache(maxsize=1)
-def ffmpeg_version() -> Optional[str]:
-    """The version word of ``ffmpeg -version`` (None without FFmpeg)."""
-    ff = find_ffmpeg()
-    if not ff:
-        return None
-    try:
-        out = subprocess.run([ff, "-hide_banner", "-version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    parts = out.split()
-    return parts[2] if len(parts) > 2 else None
 
 
 def command(ff: str, w: int, h: int, encoder: Optional[List[str]], source: str, loops: int = 0) -> List[str]:

@@ -249,7 +249,7 @@ def versions() -> Dict[str, str]:
     except ImportError:
         pass
     try:
-        from .pipes import ffmpeg_version
+        from .ffmpeg_tool import ffmpeg_version
 
         v = ffmpeg_version()
         if v:
