@@ -98,5 +98,5 @@ def run(args: argparse.Namespace) -> int:
     if _stop(node, f"ros2 {args.action}"):
         return 1
     s = node.stats
-    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped", flush=True)
+    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped{node.reach_note()}", flush=True)
     return stopped_status()
