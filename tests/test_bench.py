@@ -394,6 +394,8 @@ def test_load_processes_die_with_a_killed_run_whatever_their_signal_dispositions
         _wait_for(lambda: len(_busy_children(bench.pid)) == 2 or bench.poll() is not None, "the busy processes did not start")
         pids = _busy_children(bench.pid)
         assert len(pids) == 2 and bench.poll() is None
+        # Each closes its stdout once it is set up (after its prctl), before it spins.
+        _wait_for(lambda: not [p for p in pids if os.path.exists(f"/proc/{p}/fd/1")], "the busy processes did not get going")
         bench.send_signal(signal.SIGINT)  # ignored: the run goes on
         for p in pids:
             os.kill(p, signal.SIGSTOP)
