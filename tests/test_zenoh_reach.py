@@ -97,7 +97,8 @@ def test_ros2_publish_waits_for_the_router_then_runs(names):
             assert lines.next() == f"state: {waiting}"
             src.write(np.ones((4, 6, 3), np.uint8))
             wait_until(lambda: any(f"({waiting}," in b for b in ls_bridges(name)), "framebus ls to show the bridge waiting")
-            assert top_labels(name, "bridge out") == [waiting[:48]]  # the core keeps 48 bytes of a label
+            # The core keeps 48 bytes of a label: the endpoint stays whole in a shorter wording.
+            assert top_labels(name, "bridge out") == [waiting if len(waiting) <= 48 else f"waiting for router {endpoint}"]
             r = router(endpoint)
             try:
                 assert lines.until(lambda line: line.startswith("state:"), "with the next state") == "state: running"
@@ -134,6 +135,20 @@ def test_ros2_publish_to_nobody_says_so_when_it_stops(names):
             proc.kill()
             proc.wait(BOUND)
             proc.stdout.close()
+
+
+def test_the_label_top_shows_never_cuts_an_endpoint():
+    from framebus._bridge.zenoh_reach import Reach
+    from framebus._bridge.zenoh_engine import ZenohLink
+
+    def label(**kw):
+        return Reach(ZenohLink(**kw).config()).label
+
+    assert label(connect=["tcp/localhost:7447"]) == "waiting for a Zenoh router at tcp/localhost:7447"
+    assert label(connect=["tcp/127.0.0.1:41677"]) == "waiting for router tcp/127.0.0.1:41677"
+    assert label(connect=["tcp/a-rather-long-router-name.example.org:7447"]) == "waiting for a Zenoh router"
+    assert label(listen=["tcp/0.0.0.0:7448"]) == "waiting for a peer on tcp/0.0.0.0:7448"
+    assert label() == "waiting for a Zenoh router or peer"
 
 
 def test_ros2_subscribe_waits_for_the_router(names):

@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any, List, Optional
 
+#: Longest label the core keeps for a stream handle (``Stream.set_role``).
+LABEL_BYTES = 48
+
 
 def reached(session: Any) -> bool:
     """Whether ``session`` is connected to at least one Zenoh router or peer now."""
@@ -44,19 +47,28 @@ class Reach:
     def __init__(self, config: Any) -> None:
         mode = _mode(config)
         connect = _endpoints(config, "connect/endpoints", mode)
-        listen = _endpoints(config, "listen/endpoints", mode)
+        # A port 0 endpoint (Zenoh's default for a peer: any free port) names nothing to connect to.
+        listen = [e for e in _endpoints(config, "listen/endpoints", mode) if not e.endswith(":0")]
         #: Whether this session can tell (False in router mode: always counted as reached).
         self.tells = mode != "router"
         if connect:
-            self.waiting = f"waiting for a Zenoh router at {', '.join(connect)}"
+            where = ", ".join(connect)
+            self.waiting = f"waiting for a Zenoh router at {where}"
             #: What went missing, said when nothing was ever reached.
-            self.missing = f"no Zenoh router or peer was reached at {', '.join(connect)}"
+            self.missing = f"no Zenoh router or peer was reached at {where}"
+            shorter = [f"waiting for router {where}", "waiting for a Zenoh router"]
         elif listen:
-            self.waiting = f"waiting for a Zenoh peer to connect to {', '.join(listen)}"
-            self.missing = f"no Zenoh peer connected to {', '.join(listen)}"
+            where = ", ".join(listen)
+            self.waiting = f"waiting for a Zenoh peer to connect to {where}"
+            self.missing = f"no Zenoh peer connected to {where}"
+            shorter = [f"waiting for a peer on {where}", "waiting for a Zenoh peer"]
         else:
             self.waiting = "waiting for a Zenoh router or peer"
             self.missing = "no Zenoh router or peer was found"
+            shorter = []
+        #: The waiting text in at most LABEL_BYTES (a handle's label, which monitors show): the
+        #: endpoint is left out rather than cut.
+        self.label = next(t for t in [self.waiting, *shorter, "waiting for Zenoh"] if len(t.encode()) <= LABEL_BYTES)
         self.ever = False
         self._session: Optional[Any] = None
         self._now = False

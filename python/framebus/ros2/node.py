@@ -102,13 +102,13 @@ class _RosEnd(Bridge):
         return ""
 
     def _show_label(self) -> None:
-        """Tags the local handle for ``framebus top``: the waiting text while the session reaches
-        nobody, else what the end does (the core cuts labels at 48 bytes)."""
+        """Tags the local handle for ``framebus top``: the waiting text (in the 48 bytes the core
+        keeps of a label) while the session reaches nobody, else what the end does."""
         handle = self._handle()
         if handle is None:
             return
         reach = self._reach
-        label = reach.waiting if reach is not None and not reach.now() else self._label()
+        label = reach.label if reach is not None and not reach.now() else self._label()
         if label != self._label_shown:
             handle.set_role(self._role_tag, label)
             self._label_shown = label
