@@ -39,6 +39,7 @@ from . import protocol as P
 from . import zenoh_wire
 from .decode import VideoSubscribing
 from .encode import VideoPublishing
+from .base import BridgeStats
 from .errors import BridgeError, EndpointError, EndpointInUseError
 from .publisher import Publisher
 from .zenoh_reach import Reach
@@ -294,21 +295,18 @@ def _wire(part: Any) -> Any:
 
 
 class _Reaching:
-    """The state of a Zenoh end: "waiting for a Zenoh router at ENDPOINT" (or for a peer) while
-    its session reaches no Zenoh router or peer, else the end's own."""
+    """The state a Zenoh end reports (``stats.state``, hence its status line and ``framebus
+    ls``): "waiting for a Zenoh router at ENDPOINT" (or for a peer) while its session reaches no
+    Zenoh router or peer, else the end's own (``state``, which its logic keeps comparing)."""
 
     link: ZenohLink
     frames: int
     _reach: Optional[Reach] = None
-    _own_state = "starting"
 
     @property
-    def state(self) -> str:
-        return self._own_state if self._reach is None else self._reach.state(self._own_state)
-
-    @state.setter
-    def state(self, value: str) -> None:
-        self._own_state = value
+    def stats(self) -> BridgeStats:
+        s = super().stats  # type: ignore[misc]
+        return s if self._reach is None else dataclasses.replace(s, state=self._reach.state(s.state))
 
     def reach_note(self) -> str:
         """Empty once the session reached a Zenoh router or peer; else a clause saying that it

@@ -7,6 +7,7 @@ liveliness tokens that make ``ros2 node list`` / ``ros2 topic list`` / ``ros2 to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import time
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import _stream
 from .._bridge import zenoh_wire
-from .._bridge.base import SLICE_S, TICK_S, Bridge
+from .._bridge.base import SLICE_S, TICK_S, Bridge, BridgeStats
 from .._bridge.errors import SpecMismatchError
 from .._bridge.zenoh_reach import Reach
 from .._bridge.zenoh_engine import ZenohLink, _Inbox
@@ -54,7 +55,6 @@ class _RosEnd(Bridge):
 
     kind = "MP"
     _reach: Optional[Reach] = None
-    _state = "starting"
     _role_tag = "bridge out"
 
     def __init__(self, stream: str, topic: str, domain: int, link: Optional[ZenohLink], node: Optional[str], namespace: str,
@@ -75,14 +75,11 @@ class _RosEnd(Bridge):
         super().__init__(stream, f"ros2:{self.topic}", None, status)
 
     @property
-    def state(self) -> str:
-        """What the end does now; "waiting for a Zenoh router at ENDPOINT" (or for a peer) while
-        its session reaches no Zenoh router or peer."""
-        return self._state if self._reach is None else self._reach.state(self._state)
-
-    @state.setter
-    def state(self, value: str) -> None:
-        self._state = value
+    def stats(self) -> BridgeStats:
+        """The counters (see BridgeStats); ``state`` is "waiting for a Zenoh router at ENDPOINT"
+        (or for a peer) while the session reaches no Zenoh router or peer."""
+        s = super().stats
+        return s if self._reach is None else dataclasses.replace(s, state=self._reach.state(s.state))
 
     def reach_note(self) -> str:
         """Empty once the session reached a Zenoh router or peer; else a clause saying that it
