@@ -37,7 +37,7 @@ import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 VERSION = "1.4.0"
 SDIST = f"pyshmem-{VERSION}.tar.gz"
@@ -144,11 +144,15 @@ def alias(work: Path) -> Path:
     return root
 
 
-def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None, test_file: str = CPU_TESTS) -> Tuple[Dict[str, str], List[str], str]:
-    """Runs the selected tests of ``test_file`` in a subprocess pytest; returns ({node id:
-    outcome}, the excluded names, pytest's output). Outcomes: passed, failed, skipped."""
+def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None, test_file: str = CPU_TESTS,
+        only: Optional[List[str]] = None) -> Tuple[Dict[str, str], List[str], str]:
+    """Runs the selected tests of ``test_file`` (those named in ``only``, when given) in a
+    subprocess pytest; returns ({node id: outcome}, the excluded names, pytest's output).
+    Outcomes: passed, failed, skipped."""
     tests = extract(work, test_file)
     selected, excluded = select((tests / test_file).read_text())
+    if only is not None:
+        selected = [name for name in selected if name in only]
     env = dict(os.environ)
     if not real:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(alias(work)), env.get("PYTHONPATH", "")) if p)
@@ -167,6 +171,25 @@ def run(work: Path, *, real: bool = False, extra: Optional[List[str]] = None, te
             else:
                 outcomes[name] = "passed"
     return outcomes, excluded, done.stdout + done.stderr
+
+
+def settle(outcomes: Dict[str, str], flaky: Iterable[str], rerun: Callable[[str], Optional[str]], retries: int) -> Dict[str, List[str]]:
+    """Runs each failed test named in ``flaky`` again by itself (``rerun(name)`` gives its
+    outcome), up to ``retries`` times, until it passes; ``outcomes`` then records it as passed.
+    A test that fails every time stays failed; other failures are not rerun. Returns {name:
+    the outcomes of its reruns}."""
+    tries: Dict[str, List[str]] = {}
+    for name in sorted(set(flaky)):
+        if outcomes.get(name) != "failed":
+            continue
+        tries[name] = []
+        for _ in range(retries):
+            outcome = rerun(name) or "missing"
+            tries[name].append(outcome)
+            if outcome == "passed":
+                outcomes[name] = "passed"
+                break
+    return tries
 
 
 def gpu_missing(real: bool = False) -> Optional[str]:

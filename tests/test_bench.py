@@ -377,6 +377,43 @@ def test_load_processes_never_outlive_the_run(tmp_path, sig: str) -> None:
             subprocess.run(["rm", "-rf", path], check=False)
 
 
+#: Starts its arguments with SIGINT, SIGTERM and SIGHUP ignored, as a shell does for `nohup CMD &`.
+_DEAF = "import os, signal, sys\nfor s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):\n    signal.signal(s, signal.SIG_IGN)\nos.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+
+
+def test_load_processes_die_with_a_killed_run_whatever_their_signal_dispositions(tmp_path) -> None:
+    """A run started deaf to Ctrl-C (and hang-ups), whose busy processes are stopped (so they
+    cannot notice anything themselves), then killed outright: the kernel kills them with it."""
+    import signal
+
+    env = dict(os.environ, COLUMNS="200")
+    bench = subprocess.Popen([sys.executable, "-c", _DEAF, "-m", "framebus", "bench", "W2", "--load", "2"], cwd=str(tmp_path), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids: List[int] = []
+    try:
+        _wait_for(lambda: len(_busy_children(bench.pid)) == 2 or bench.poll() is not None, "the busy processes did not start")
+        pids = _busy_children(bench.pid)
+        assert len(pids) == 2 and bench.poll() is None
+        # Each closes its stdout once it is set up (after its prctl), before it spins.
+        _wait_for(lambda: not [p for p in pids if os.path.exists(f"/proc/{p}/fd/1")], "the busy processes did not get going")
+        bench.send_signal(signal.SIGINT)  # ignored: the run goes on
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        bench.kill()
+        bench.wait(timeout=LOAD_WAIT)
+        _wait_for(lambda: not [p for p in pids if _alive(p)], "stopped busy processes outlived the killed run")
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        for p in pids:  # on failure: not left stopped behind
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+    for path in _left(set()):  # what the killed run left: not this test's subject
+        if f"bench-{bench.pid}-" in path:
+            subprocess.run(["rm", "-rf", path], check=False)
+
+
 def test_load_refuses_a_bad_count(tmp_path) -> None:
     for bad in ("-1", "65"):
         proc = _run(["W1", "--smoke", "--load", bad], str(tmp_path))

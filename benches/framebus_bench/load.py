@@ -4,9 +4,14 @@ idle one.
 
 Each process is a Python loop that spins on the CPU and never sleeps. They start before the
 first suite and are stopped when the run ends, on error, on Ctrl-C (SIGINT reaches the whole
-foreground group; the ``finally`` stops them as well) and on SIGTERM. If the run itself is killed
-outright (SIGKILL), each process notices within milliseconds that its parent is gone and exits
-on its own, so none is ever left behind."""
+foreground group; the ``finally`` stops them as well) and on SIGTERM. If the run itself dies
+otherwise (SIGKILL; or a run started in the background, deaf to Ctrl-C, then killed), the kernel
+kills each process with it: each asks at start for SIGKILL on its parent's death
+(``prctl(PR_SET_PDEATHSIG)``), which no signal disposition of its own can ignore and which
+reaches it even stopped, then checks that its parent did not die before that request. (The
+request is tied to the thread that started the process: :meth:`Load.start` runs on the thread
+that lives as long as the run, the main one.) As a second guard, the spin loop exits when its
+parent changes, so none is ever left behind."""
 
 from __future__ import annotations
 
@@ -22,11 +27,16 @@ SETTLE_S = 0.5
 #: Most busy processes ``--load`` starts (a typo such as 1000 must not fork-bomb the machine).
 MAX_LOAD = 64
 
-#: The busy loop: say it is running (one byte on stdout), then spin, and every few milliseconds
-#: check that the parent is still the one that started it (a dead parent's children are
-#: re-parented); exit when it is not.
+#: The busy loop: ask the kernel for SIGKILL when the parent dies (prctl 1, PR_SET_PDEATHSIG)
+#: and exit if the parent already died before that; say it is running (one byte on stdout); then
+#: spin, and every few milliseconds check that the parent is still the one that started it (a
+#: dead parent's children are re-parented); exit when it is not.
 _SPIN = (
-    "import os, sys\nparent = int(sys.argv[1])\nos.write(1, b'+')\nos.close(1)\n"
+    "import ctypes, os, signal, sys\nparent = int(sys.argv[1])\n"
+    "if ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0) != 0:\n"
+    "    sys.exit('prctl(PR_SET_PDEATHSIG) failed: ' + os.strerror(ctypes.get_errno()))\n"
+    "if os.getppid() != parent:\n    sys.exit(0)\n"
+    "os.write(1, b'+')\nos.close(1)\n"
     "while os.getppid() == parent:\n    for _ in range(20000):\n        pass\n"
 )
 

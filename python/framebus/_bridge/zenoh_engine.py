@@ -39,8 +39,10 @@ from . import protocol as P
 from . import zenoh_wire
 from .decode import VideoSubscribing
 from .encode import VideoPublishing
+from .base import BridgeStats
 from .errors import BridgeError, EndpointError, EndpointInUseError
 from .publisher import Publisher
+from .zenoh_reach import Reach
 
 #: How long a new subscriber's down key may take to show as matched on the publisher's side
 #: (its subscription and its HELLO can travel on different priorities).
@@ -292,7 +294,38 @@ def _wire(part: Any) -> Any:
     return bytes(part)
 
 
-class ZenohPublisher(Publisher):
+class _Reaching:
+    """The state a Zenoh end reports (``stats.state``, hence its status line and ``framebus
+    ls``): "waiting for a Zenoh router at ENDPOINT" (or for a peer) while its session reaches no
+    Zenoh router or peer, else the end's own (``state``, which its logic keeps comparing)."""
+
+    link: ZenohLink
+    frames: int
+    _reach: Optional[Reach] = None
+
+    @property
+    def stats(self) -> BridgeStats:
+        s = super().stats  # type: ignore[misc]
+        return s if self._reach is None else dataclasses.replace(s, state=self._reach.state(s.state))
+
+    def reach_note(self) -> str:
+        """Empty once the session reached a Zenoh router or peer; else a clause saying that it
+        never did and where it looked (for the line printed when the end stops)."""
+        return "" if self._reach is None or self.frames else self._reach.note()
+
+    def _open_session(self) -> Any:
+        self._reach = Reach(self.link.config())
+        session = self.link.open()
+        self._reach.attach(session)
+        return session
+
+    def _close_session(self, session: Any) -> None:
+        if self._reach is not None:
+            self._reach.attach(None)
+        session.close()
+
+
+class ZenohPublisher(_Reaching, Publisher):
     """Publishes a local stream over Zenoh; see ``framebus.net.publish(..., engine="zenoh")``."""
 
     engine = "zenoh"
@@ -310,12 +343,12 @@ class ZenohPublisher(Publisher):
         return check_key(endpoint)
 
     def _open_transport(self) -> _PublisherSocket:
-        self._zsession = self.link.open()
+        self._zsession = self._open_session()
         return _PublisherSocket(self._zsession, self.key)
 
     def _close_transport(self) -> None:
         if self._zsession is not None:
-            self._zsession.close()
+            self._close_session(self._zsession)
             self._zsession = None
 
     def _raw_payload(self, arr: Any, frame: Any) -> Any:
@@ -330,7 +363,7 @@ class ZenohVideoPublisher(VideoPublishing, ZenohPublisher):
     ``framebus.net.publish(..., engine="zenoh", encode=...)``."""
 
 
-class ZenohSubscriber(VideoSubscribing):
+class ZenohSubscriber(_Reaching, VideoSubscribing):
     """Receives a stream published over Zenoh (decoding an encoded publisher's packets); see
     ``framebus.net.subscribe(..., engine="zenoh")``."""
 
@@ -348,15 +381,20 @@ class ZenohSubscriber(VideoSubscribing):
         return check_key(endpoint)
 
     def _open_transport(self) -> _SubscriberSocket:
-        self._zsession = self.link.open()
+        self._zsession = self._open_session()
         return _SubscriberSocket(self._zsession, self.key, self.identity)
 
     def _close_transport(self) -> None:
         if self._zsession is not None:
-            self._zsession.close()
+            self._close_session(self._zsession)
             self._zsession = None
 
     def _no_answer(self) -> str:
+        if self._reach is not None and not self._reach.now():
+            return (
+                f"no framebus publisher answered on Zenoh key {self.key!r} within {self.timeout} s: {self._reach.missing} "
+                "(start the router, see docs/zenoh.md, or check connect/listen)"
+            )
         return (
             f"no framebus publisher answered on Zenoh key {self.key!r} within {self.timeout} s: check the key, that "
             "`framebus bridge publish ... --engine zenoh` runs, and that both sessions reach each other (listen/connect, scouting, router)"

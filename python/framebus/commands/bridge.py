@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
     if _stop(bridge, args.action):
         return 1
     s = bridge.stats
-    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped, {s.reconnects} reconnects", flush=True)
+    note = bridge.reach_note() if hasattr(bridge, "reach_note") else ""  # Zenoh: whether any router or peer was reached
+    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped, {s.reconnects} reconnects{note}", flush=True)
     return stopped_status()
 
 

@@ -20,7 +20,9 @@ _EXAMPLES = """examples:
   framebus ros2 publish camera --topic /camera/image_raw --connect tcp/robot:7447
 
 By default both join the Zenoh network as ROS 2 nodes with rmw_zenoh do: through the router on
-tcp/localhost:7447 (`ros2 run rmw_zenoh_cpp rmw_zenohd`). See docs/ros2.md."""
+tcp/localhost:7447 (`ros2 run rmw_zenoh_cpp rmw_zenohd`, or without ROS the few lines of
+eclipse-zenoh in docs/ros2.md, "A router without ROS"). Until a router or peer is reached, the
+state says "waiting for a Zenoh router at ENDPOINT" and nothing is sent."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,5 +100,5 @@ def run(args: argparse.Namespace) -> int:
     if _stop(node, f"ros2 {args.action}"):
         return 1
     s = node.stats
-    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped", flush=True)
+    print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped{node.reach_note()}", flush=True)
     return stopped_status()

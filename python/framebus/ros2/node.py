@@ -7,6 +7,7 @@ liveliness tokens that make ``ros2 node list`` / ``ros2 topic list`` / ``ros2 to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import time
@@ -16,8 +17,9 @@ import numpy as np
 
 from .. import _stream
 from .._bridge import zenoh_wire
-from .._bridge.base import SLICE_S, TICK_S, Bridge
+from .._bridge.base import SLICE_S, TICK_S, Bridge, BridgeStats
 from .._bridge.errors import SpecMismatchError
+from .._bridge.zenoh_reach import Reach
 from .._bridge.zenoh_engine import ZenohLink, _Inbox
 from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamTimeoutError
 from . import image as I
@@ -48,9 +50,12 @@ def _node_name(text: str) -> str:
 
 
 class _RosEnd(Bridge):
-    """What both ROS ends share: the session, the node token and the entity token."""
+    """What both ROS ends share: the session, the node token and the entity token, and the state
+    shown while the session reaches no Zenoh router or peer."""
 
     kind = "MP"
+    _reach: Optional[Reach] = None
+    _role_tag = "bridge out"
 
     def __init__(self, stream: str, topic: str, domain: int, link: Optional[ZenohLink], node: Optional[str], namespace: str,
                  depth: int, reliability: int, status: bool) -> None:
@@ -66,7 +71,44 @@ class _RosEnd(Bridge):
         self.gid = secrets.token_bytes(rmw.GID_SIZE)
         self.tokens: list = []
         self._zsession: Any = None
+        self._label_shown = ""
         super().__init__(stream, f"ros2:{self.topic}", None, status)
+
+    @property
+    def stats(self) -> BridgeStats:
+        """The counters (see BridgeStats); ``state`` is "waiting for a Zenoh router at ENDPOINT"
+        (or for a peer) while the session reaches no Zenoh router or peer."""
+        s = super().stats
+        return s if self._reach is None else dataclasses.replace(s, state=self._reach.state(s.state))
+
+    def reach_note(self) -> str:
+        """Empty once the session reached a Zenoh router or peer; else a clause saying that it
+        never did and where it looked (for the line printed when the end stops)."""
+        return "" if self._reach is None or self.frames else self._reach.note()
+
+    def _open_session(self) -> None:
+        self._reach = Reach(self.link.config())
+        self._zsession = self.link.open()
+        self._reach.attach(self._zsession)
+
+    def _handle(self) -> Any:
+        """The local stream handle that monitors show for this end (None while there is none)."""
+        return None
+
+    def _label(self) -> str:
+        return ""
+
+    def _show_label(self) -> None:
+        """Tags the local handle for ``framebus top``: the waiting text (in the 48 bytes the core
+        keeps of a label) while the session reaches nobody, else what the end does."""
+        handle = self._handle()
+        if handle is None:
+            return
+        reach = self._reach
+        label = reach.label if reach is not None and not reach.now() else self._label()
+        if label != self._label_shown:
+            handle.set_role(self._role_tag, label)
+            self._label_shown = label
 
     def _declare_tokens(self) -> None:
         zid = str(self._zsession.zid())
@@ -82,12 +124,15 @@ class _RosEnd(Bridge):
         for _, token in self.tokens:
             token.undeclare()
         self.tokens = []
+        if self._reach is not None:
+            self._reach.attach(None)
         if self._zsession is not None:
             self._zsession.close()
             self._zsession = None
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + TICK_S
+        self._show_label()
         self._tick_rates(now)
 
 
@@ -96,6 +141,7 @@ class ImagePublisher(_RosEnd):
 
     role = "publish"  # as the bridges' (framebus ls shows "-> ros2:/topic")
     kind = "MP"
+    _role_tag = "bridge out"
 
     def __init__(self, stream: str, topic: str, *, frame_id: str = "", domain: int = 0, bgr: bool = False, link: Optional[ZenohLink] = None,
                  node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, status: bool = True) -> None:
@@ -118,24 +164,32 @@ class ImagePublisher(_RosEnd):
     def _peer_count(self) -> int:
         return int(self.matched)
 
+    def _handle(self) -> Any:
+        return self._src
+
+    def _label(self) -> str:
+        return f"-> ros2 {self.topic}"
+
     def _setup(self) -> None:
         src = self._src = _stream.open(self.stream_name, mode="latest", device="cpu")
         if not src.variable:
             self._encoding = I.encoding_of(tuple(src.shape or ()), np.dtype(src.dtype), bgr=self.bgr)  # bad shapes fail here
         src.set_role("bridge out", f"-> ros2 {self.topic}")
+        self._label_shown = self._label()
         import zenoh
 
-        self._zsession = self.link.open()
+        self._open_session()
         self._pub = self._zsession.declare_publisher(
             self.key, congestion_control=zenoh.CongestionControl.DROP,
             reliability=zenoh.Reliability.BEST_EFFORT if self.reliability == rmw.BEST_EFFORT else zenoh.Reliability.RELIABLE,
         )
         self._declare_tokens()
         self.state = "running"
-        self._tick_rates(time.monotonic())
+        self._tick(time.monotonic())
 
     def _loop(self) -> None:
-        src = self._src
+        src, reach = self._src, self._reach
+        assert reach is not None  # _setup made it
         while not self._stop.is_set():
             now = time.monotonic()
             if now >= self._next_tick:
@@ -147,6 +201,10 @@ class ImagePublisher(_RosEnd):
             except StreamEndedError:  # the writer ended the stream: wait for it to write again
                 self.state = "source ended"
                 self._stop.wait(SLICE_S)
+                continue
+            if not reach.now() and not self.matched:  # the message would go nowhere: not sent
+                self.last_seq = frame.seq
+                frame.release()
                 continue
             try:
                 arr = frame.array
@@ -181,6 +239,7 @@ class ImageSubscriber(_RosEnd):
 
     role = "subscribe"
     kind = "MS"
+    _role_tag = "bridge in"
 
     def __init__(self, topic: str, stream: str, *, domain: int = 0, link: Optional[ZenohLink] = None, slots: int = 4,
                  capacity: Optional[int] = None, keep: bool = False, node: Optional[str] = None, namespace: str = "",
@@ -203,14 +262,20 @@ class ImageSubscriber(_RosEnd):
     def _peer_count(self) -> int:
         return len(self.publishers)
 
+    def _handle(self) -> Any:
+        return self._dst
+
+    def _label(self) -> str:
+        return f"<- ros2 {self.topic}"
+
     def _setup(self) -> None:
-        self._zsession = self.link.open()
+        self._open_session()
         # Image or CompressedImage, any type hash (the two last chunks of the key).
         wildcard = self.key.rsplit("/", 2)[0] + "/*/*"
         self._sub = self._zsession.declare_subscriber(wildcard, self._inbox.put)
         self._declare_tokens()
         self.state = "waiting for the topic's first image"
-        self._tick_rates(time.monotonic())
+        self._tick(time.monotonic())
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -300,7 +365,8 @@ class ImageSubscriber(_RosEnd):
                 self._dst.close()
                 self._dst = None
                 raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} {have[1]}; the images on {self.topic} are {arr.shape} {arr.dtype}")
-        self._dst.set_role("bridge in", f"<- ros2 {self.topic}")
+        self._dst.set_role("bridge in", self._label())
+        self._label_shown = self._label()
 
     def _cleanup(self) -> None:
         if self._sub is not None:
