@@ -315,7 +315,7 @@ def creator_exits(iters: int, seed: int = 0, shape: tuple = (120, 160, 3)) -> Ta
                 cp.join(BOUND)
                 t.count(t.phases, "clean exit")
             pub = mine.read_publication()
-            if pub.count:
+            if pub.seq:
                 t.frames_checked += 1
                 problem = pat.check(pub.payload, pub.meta, pub.frame_id)
                 if problem:
@@ -379,7 +379,7 @@ def _race_once(rng_seed: int, kill_it: bool, t: Tally, lock: threading.Lock) -> 
                 if s.shape != shape or s.dtype != np.uint8 or s.slots != slots or s.size != int(np.prod(shape)):
                     outcome["error"] = f"half-initialised handle: shape {s.shape} dtype {s.dtype} slots {s.slots}"
                 pub = s.read_publication()
-                if pub.count:
+                if pub.seq:
                     problem = Pattern(shape).check(pub.payload, pub.meta, pub.frame_id)
                     outcome["checked"] = 1
                     if problem:

@@ -24,7 +24,7 @@ LONG = 30.0
 
 def _intact(pub, modulo=8):
     """Frames in these tests are filled with frame_id % modulo."""
-    return pub.count == pub.frame_id + 1 and bool((pub.payload == pub.frame_id % modulo).all())
+    return pub.seq == pub.frame_id + 1 and bool((pub.payload == pub.frame_id % modulo).all())
 
 
 WRITER_LOOP = """
@@ -60,7 +60,7 @@ def test_writer_killed_mid_write_never_exposes_a_torn_frame(name, spawn):
                     break
                 if pub.frame_id == -1:
                     break
-                if pub.count != pub.frame_id + 1 or not (pub.payload == pub.frame_id % 8).all():
+                if pub.seq != pub.frame_id + 1 or not (pub.payload == pub.frame_id % 8).all():
                     bad += 1
                 seen += 1
             say("watched", seen, bad)
@@ -76,9 +76,9 @@ def test_writer_killed_mid_write_never_exposes_a_torn_frame(name, spawn):
             if s.lock_owner == child.pid:
                 mid_write += 1
             pub = s.read_publication()
-            assert pub.count >= seq + 1
-            assert _intact(pub), f"iteration {i}: frame {pub.frame_id} (seq {pub.count}) is torn or mislabelled"
-            seq = pub.count
+            assert pub.seq >= seq + 1
+            assert _intact(pub), f"iteration {i}: frame {pub.frame_id} (seq {pub.seq}) is torn or mislabelled"
+            seq = pub.seq
             # The next write takes the dead writer's lock over and repairs its slot.
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -87,8 +87,8 @@ def test_writer_killed_mid_write_never_exposes_a_torn_frame(name, spawn):
             if s.lock_owner is not None:
                 pytest.fail(f"lock still held by {s.lock_owner} after a write")
             pub = s.read_publication()
-            assert pub.count == seq + 1 and _intact(pub)
-            seq = pub.count
+            assert pub.seq == seq + 1 and _intact(pub)
+            seq = pub.seq
         # Every slot of the ring is usable again: a full turn of writes goes through.
         for k in range(seq, seq + 2 * s.slots):
             s.write(np.full(shape, k % 8, np.float32), frame_id=k, timeout=LONG)

@@ -180,7 +180,7 @@ def test_wrong_shape_or_dtype_is_value_error_and_writes_nothing(name, bad):
         assert "nothing was written" in str(info.value) or "shape" in str(info.value) or "dtype" in str(info.value)
         assert w.write_sequence == 1
         pub = r.read_publication()
-        assert (pub.count, pub.frame_id, pub.meta) == (1, 1, b"m")
+        assert (pub.seq, pub.frame_id, pub.meta) == (1, 1, b"m")
         np.testing.assert_array_equal(pub.payload, [1, 2, 3])
         with pytest.raises(TimeoutError):
             r.read_new(timeout=0)

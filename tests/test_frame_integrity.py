@@ -218,7 +218,7 @@ def test_second_loan_and_write_during_loan_are_refused(name):
         seqs = []
         for _ in range(2):
             p = r.read_new_publication(timeout=1)
-            seqs.append((p.count, int(p.payload[0])))
+            seqs.append((p.seq, int(p.payload[0])))
         assert seqs == [(1, 3), (2, 4)]
         assert w.write_sequence == 2
     finally:
@@ -244,7 +244,7 @@ def test_write_from_another_thread_waits_for_the_open_loan(name):
         loan.commit()
         t.join(5)
         assert done.is_set()
-        got = [(p.count, int(p.payload[0])) for p in (r.read_new_publication(timeout=1) for _ in range(2))]
+        got = [(p.seq, int(p.payload[0])) for p in (r.read_new_publication(timeout=1) for _ in range(2))]
         assert got == [(1, 1), (2, 9)]
     finally:
         r.close()
@@ -360,7 +360,7 @@ def test_interleavings_against_a_model(name, seed):
                     except TimeoutError:
                         break
                     seen += 1
-                    assert (p.count, p.payload.tobytes()) == model.published[seen - 1], f"step {step}"
+                    assert (p.seq, p.payload.tobytes()) == model.published[seen - 1], f"step {step}"
             for e, expected in exports:
                 if expected:
                     assert bytes(e) == expected, f"an export changed at step {step}"  # type: ignore[call-overload]
@@ -373,7 +373,7 @@ def test_interleavings_against_a_model(name, seed):
             except TimeoutError:
                 break
             seen += 1
-            assert (p.count, p.payload.tobytes()) == model.published[seen - 1]
+            assert (p.seq, p.payload.tobytes()) == model.published[seen - 1]
         assert seen == len(model.published)
     finally:
         exports.clear()
@@ -426,7 +426,7 @@ def test_two_threads_never_duplicate_or_lose_a_frame(name, seed):
                 p = lossless.read_new_publication(timeout=0.1)
             except TimeoutError:
                 continue
-            received.append((p.count, p.payload.tobytes()))
+            received.append((p.seq, p.payload.tobytes()))
 
     threads = [threading.Thread(target=f) for f in (loaner, writer, reader)]
     try:

@@ -39,12 +39,12 @@ while prev < last and (mode == "lossless" or snapped < last):
         problems.append(f"crc mismatch at frame {{fid}}")
     if not np.array_equal(arr ^ base, np.full(s.shape, fid, np.uint32)):
         problems.append(f"torn or wrong content at frame {{fid}}")
-    if pub.count != fid + 1:
-        problems.append(f"frame {{fid}} has sequence {{pub.count}}")
+    if pub.seq != fid + 1:
+        problems.append(f"frame {{fid}} has sequence {{pub.seq}}")
     if fid <= prev or (mode == "lossless" and fid != prev + 1):
         problems.append(f"frame {{fid}} after {{prev}}")
-    if mode == "lossless" and pub.missed_publications:
-        problems.append(f"lossless reader missed {{pub.missed_publications}}")
+    if mode == "lossless" and pub.missed:
+        problems.append(f"lossless reader missed {{pub.missed}}")
     gaps = max(gaps, fid - prev)
     prev = fid
     frames += 1
@@ -225,7 +225,7 @@ def test_ping_pong_never_misses_a_wake_up(name, spawn):
                 req.write(np.array([k, k + 1, k + 2, k + 3]), frame_id=k)
                 pub = answers.read_new_publication(timeout=LONG)
                 assert pub.frame_id == k and pub.payload.tolist() == [2 * k + 1, 2 * k + 3, 2 * k + 5, 2 * k + 7]
-                assert pub.missed_publications == 0
+                assert pub.missed == 0
         echo.expect("done 0")
         echo.finish()
     finally:
@@ -266,7 +266,7 @@ def test_writers_in_several_processes(name, spawn):
             pub = r.read_new_publication(timeout=LONG)
             fid = pub.frame_id
             assert (pub.payload == fid).all(), f"torn frame {fid}"
-            assert pub.count == i + 1
+            assert pub.seq == i + 1
             w, k = divmod(fid, 1_000_000)
             assert k == last[w] + 1, f"writer {w}: frame {k} after {last[w]}"
             last[w] = k

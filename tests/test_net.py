@@ -108,7 +108,7 @@ def test_sequence_numbers_cross_the_wire_and_a_replaced_source_continues(mode, n
             write(src, i, shape)
             got = dst.read_new_publication(timeout=BOUND)
             check(got, i, shape)
-            assert got.count == src.write_sequence == i + 1
+            assert got.seq == src.write_sequence == i + 1
         # Numbers below the first frame that arrived count as missed; none after it.
         missed = dst.total_missed
         assert missed == (5 if mode == "lossless" else missed)
@@ -126,7 +126,7 @@ def test_sequence_numbers_cross_the_wire_and_a_replaced_source_continues(mode, n
                 wait_until(lambda: not dst.ended, "the local stream to start again")
             got = dst.read_new_publication(timeout=BOUND)
             check(got, i, shape)
-            assert got.count == i + 1 and src.write_sequence == i - 9
+            assert got.seq == i + 1 and src.write_sequence == i - 9
         assert sub.seq_offset == 10
         assert dst.total_missed == missed
     sub.stop()

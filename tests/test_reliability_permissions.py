@@ -175,7 +175,7 @@ def test_other_user_cannot_open_a_0600_stream(users: Users) -> None:
         # the owner's stream is untouched
         with framebus.open(name) as s:
             pub = s.read_publication()
-            assert pub.count == 1 and pub.meta == b"owner" and np.array_equal(pub.payload, FRAME)
+            assert pub.seq == 1 and pub.meta == b"owner" and np.array_equal(pub.payload, FRAME)
     finally:
         _stop(name, p)
 

@@ -3,6 +3,7 @@ semantics, lossless mode, locking, lifecycle, pickling and pyshmem-compatible na
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import multiprocessing as mp
 import pickle
@@ -174,7 +175,7 @@ def test_read_before_first_write_returns_zeros(name):
         r.read_into(out)
         np.testing.assert_array_equal(out, np.zeros((2, 2)))
         pub = r.read_publication()
-        assert pub.count == 0 and pub.frame_id == 0 and pub.meta == b""
+        assert pub.seq == 0 and pub.frame_id == 0 and pub.meta == b""
         np.testing.assert_array_equal(pub.payload, np.zeros((2, 2)))
         with pytest.raises(TimeoutError):
             r.read_new(timeout=0)
@@ -206,11 +207,11 @@ def test_explicit_sequence_numbers(name):
     with framebus.create(name, shape=(2,), dtype=np.int16) as w, framebus.open(name) as r:
         w.write(np.array([1, 1], np.int16), seq=100)
         assert r.write_sequence == 100
-        assert r.read_new_publication(timeout=LONG).count == 100
+        assert r.read_new_publication(timeout=LONG).seq == 100
         with w.loan(seq=105, frame_id=7) as buf:
             buf[:] = 5
         pub = r.read_new_publication(timeout=LONG)
-        assert (pub.count, pub.frame_id, pub.payload.tolist()) == (105, 7, [5, 5])
+        assert (pub.seq, pub.frame_id, pub.payload.tolist()) == (105, 7, [5, 5])
         assert r.missed == 4
         w.write(np.array([6, 6], np.int16))  # no number: the next one
         assert r.write_sequence == 106
@@ -231,8 +232,8 @@ def test_metadata_round_trip(name):
         w.write(np.array([1, 2], np.uint8), frame_id=3, meta=b"hello\x00world")
         pub = r.read_publication()
         assert pub.meta == b"hello\x00world"
-        assert pub.frame_id == 3 and pub.count == pub.seq == 1
-        assert pub.timestamp_ns > 0 and pub.write_time == pytest.approx(pub.timestamp_ns / 1e9)
+        assert pub.frame_id == 3 and pub.seq == 1
+        assert pub.timestamp_ns > 0 and pub.timestamp == pytest.approx(pub.timestamp_ns / 1e9)
         w.write(np.array([3, 4], np.uint8), meta=bytearray(b"x" * 16))  # exactly the capacity
         assert r.read_publication().meta == b"x" * 16
         w.write(np.array([5, 6], np.uint8), meta=memoryview(b"mv"))
@@ -271,15 +272,30 @@ def test_read_publication_and_read_new_publication(name):
             w.write(np.array([k, k]), frame_id=100 + k, meta=bytes([k]))
         pub = r.read_new_publication(timeout=LONG)
         assert isinstance(pub, framebus.Publication)
-        assert (pub.count, pub.frame_id, pub.meta, pub.missed_publications) == (3, 102, b"\x02", 2)
+        assert (pub.seq, pub.frame_id, pub.meta, pub.missed) == (3, 102, b"\x02", 2)
         np.testing.assert_array_equal(pub.payload, [2, 2])
         out = np.zeros(2, np.int64)
         w.write(np.array([7, 7]), frame_id=7)
         pub = r.read_new_publication(timeout=LONG, out=out)
-        assert pub.payload is out and pub.missed_publications == 0 and pub.count == 4
+        assert pub.payload is out and pub.missed == 0 and pub.seq == 4
         pub = r.read_publication(out=out)
         assert pub.payload is out and pub.frame_id == 7
         w.unlink()
+
+
+def test_publication_has_framebus_names_not_pyshmems(name):
+    """A Publication's fields are a Frame's (seq, frame_id, timestamp, timestamp_ns, meta) and
+    missed; pyshmem's names (count, write_time, missed_publications) live in framebus.pyshmem
+    and here raise an AttributeError naming the new one."""
+    with framebus.create(name, shape=(2,), dtype=np.int64, meta_capacity=8) as w, framebus.open(name) as r:
+        w.write(np.array([1, 2]), frame_id=5, meta=b"m")
+        pub = r.read_publication()
+        assert [f.name for f in dataclasses.fields(pub)] == ["payload", "seq", "frame_id", "timestamp", "timestamp_ns", "meta", "missed"]
+        assert (pub.seq, pub.frame_id, pub.meta, pub.missed) == (1, 5, b"m", 0)
+        assert pub.timestamp == pytest.approx(pub.timestamp_ns / 1e9)
+        for old, new in (("count", "seq"), ("write_time", "timestamp"), ("missed_publications", "missed")):
+            with pytest.raises(AttributeError, match=f"has no '{old}': it is '{new}'"):
+                getattr(pub, old)
 
 
 # -- read_new semantics ---------------------------------------------------------------------
@@ -313,7 +329,7 @@ def test_read_new_returns_first_newer_frame_and_counts_missed(name):
         for k in range(7, 10):
             w.write(np.array([k]))
         pub = r.read_new_publication(timeout=LONG)
-        assert pub.payload[0] == 9 and pub.missed_publications == 2
+        assert pub.payload[0] == 9 and pub.missed == 2
         assert (r.missed, r.total_missed) == (2, 6)
         assert (r.missed, r.total_missed) == (2, 6)
         w.unlink()
@@ -425,10 +441,10 @@ def test_lossless_reader_gets_every_frame_in_order(name, numbers):
         assert not errors_, errors_
         assert [p.frame_id for p in got] == list(range(n))
         if numbers == "next":
-            assert [p.count for p in got] == list(range(1, n + 1))
+            assert [p.seq for p in got] == list(range(1, n + 1))
             assert r.total_missed == 0
         else:  # the numbers the writer skipped count as missed; no frame is lost
-            assert [p.count for p in got] == [seq(k) for k in range(n)]
+            assert [p.seq for p in got] == [seq(k) for k in range(n)]
             assert r.total_missed == 9 + 6 * (n - 1)
         w.unlink()
 
@@ -460,14 +476,14 @@ def test_frames_iterator(name):
         pubs = list(r.frames(timeout=0.05, copy=True))
         assert all(isinstance(p, framebus.Publication) for p in pubs)
         assert [p.frame_id for p in pubs] == list(range(5))
-        assert [p.count for p in pubs] == list(range(1, 6))
+        assert [p.seq for p in pubs] == list(range(1, 6))
         assert [int(p.payload[0]) for p in pubs] == list(range(5))
         with framebus.open(name) as latest:
             for k in range(5, 8):
                 w.write(np.array([k], np.int32), frame_id=k)
             pubs = list(latest.frames(timeout=0.05, copy=True))
             assert [p.frame_id for p in pubs] == [7]
-            assert pubs[0].missed_publications == 2
+            assert pubs[0].missed == 2
         # The default yields zero-copy frames, each released when the loop moves on.
         got = []
         for f in r.frames(timeout=0.05):

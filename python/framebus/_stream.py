@@ -39,26 +39,22 @@ class Publication(NDArrayOperatorsMixin):
     ``len(pub)``): attributes it does not have itself, indexing and NumPy's functions and
     operators go to ``payload`` (``==`` compares Publications; use ``pub.payload == x``).
 
-    ``payload`` is an independent copy. ``count`` is the frame's sequence number (1 for the
-    first frame), ``write_time`` its wall-clock time in seconds, ``timestamp_ns`` the same in
-    nanoseconds, ``meta`` the writer's metadata bytes, ``missed_publications`` the frames this
-    handle skipped before it (latest mode).
+    ``payload`` is an independent copy. ``seq`` is the frame's sequence number (1 for the
+    first frame), ``frame_id`` the id its writer gave it, ``timestamp`` its wall-clock time in
+    seconds, ``timestamp_ns`` the same in nanoseconds, ``meta`` the writer's metadata bytes (the
+    names of a :class:`Frame`), ``missed`` the frames this handle skipped before it (latest
+    mode; as ``Stream.missed``).
 
     On a variable-shape stream ``payload`` is what the frame holds: an array, a dict of named
-    arrays, or ``bytes`` for a byte payload (None before the first frame)."""
+    arrays, or ``bytes`` for a byte payload."""
 
     payload: Any
-    count: int
+    seq: int
     frame_id: int
-    write_time: float
+    timestamp: float
     timestamp_ns: int
     meta: bytes
-    missed_publications: int = 0
-
-    @property
-    def seq(self) -> int:
-        """Alias of ``count``."""
-        return self.count
+    missed: int = 0
 
     @property
     def shape(self) -> Optional[tuple]:
@@ -125,7 +121,16 @@ class Publication(NDArrayOperatorsMixin):
         # Only called for attributes a Publication does not have: the array's (ndim, mean, ...).
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in _MOVED:
+            raise AttributeError(
+                f"a framebus Publication has no {name!r}: it is {_MOVED[name]!r} (the names of a Frame); "
+                "pyshmem's names are on framebus.pyshmem's Publication"
+            )
         return getattr(self._array(), name)
+
+
+#: pyshmem's names of a Publication's fields (framebus 0.1 used them) -> framebus's.
+_MOVED = {"count": "seq", "write_time": "timestamp", "missed_publications": "missed"}
 
 
 class Stream(_native.Stream):

@@ -259,7 +259,7 @@ class Publisher(Bridge):
         try:
             if not self._views:
                 pub = src.read_new_publication(timeout=SLICE_S)
-                return self._payload(pub.count, pub.timestamp_ns, pub.frame_id, pub.meta, pub.payload, None)
+                return self._payload(pub.seq, pub.timestamp_ns, pub.frame_id, pub.meta, pub.payload, None)
             frame = src.wait_view(timeout=SLICE_S)
         except TimeoutError:
             return None
