@@ -182,7 +182,7 @@ def exercise(name: str, starting: Any = None) -> List[Tuple[str, str]]:
             attempt("write", lambda: s.write(np.zeros(s.shape, s.dtype), timeout=0.02))
             attempt("loan", lambda: s.loan(0.02).abort())
         attempt("acquire", lambda: (s.acquire(0.02), s.release()))
-        attempt("properties", lambda: (s.write_sequence, s.write_time, s.frame_id, s.ownercount, s.lock_owner, repr(s)))
+        attempt("properties", lambda: (s.write_sequence, s.write_time, s.frame_id, s.attached, s.lock_owner, repr(s)))
         attempt("close", s.close)
     return out
 

@@ -119,7 +119,7 @@ def test_a_signal_stops_a_reading_command_with_its_status(command, signum, name,
                 "record": ["record", name, str(tmp_path / "r.mp4"), "--quiet"]}[command]
         p = start(*args)
         # Attached (hz, echo, record); top attaches nothing: main has started.
-        _signal_when(p, lambda: w.ownercount >= 2 if command != "top" else True, signum)
+        _signal_when(p, lambda: w.attached >= 2 if command != "top" else True, signum)
         w.unlink()
     # record of no frame: nothing recorded, stopped by the signal: its status, not 1
     assert p.returncode == 128 + signum, (p.returncode, command)

@@ -41,7 +41,7 @@ def make_clip(path, n: int, fps: int) -> None:
 
 def wait_attached(stream, count: int, proc) -> None:
     end = time.monotonic() + BOUND
-    while stream.ownercount < count:
+    while stream.attached < count:
         assert (proc.poll() if hasattr(proc, "poll") else None) is None
         assert time.monotonic() < end, "the command did not attach"
         time.sleep(0.02)
@@ -79,7 +79,7 @@ def test_ctrl_c_typed_in_a_terminal_stops_record_cleanly_with_a_complete_file(na
         os.execv(sys.executable, [sys.executable, "-m", "framebus", "record", name, str(out), "--preset", "ultrafast", "--quiet"])
     try:
         end = time.monotonic() + BOUND
-        while stream.ownercount < 2:
+        while stream.attached < 2:
             assert time.monotonic() < end, "record did not attach"
             time.sleep(0.02)
         for i in range(10):

@@ -72,7 +72,7 @@ def test_duplicate_name_is_file_exists(name):
         assert info.value.errno == errno.EEXIST and name in str(info.value)
         with pytest.raises(FileExistsError):
             framebus.create(name, shape=(5,), dtype=np.int8)
-        assert s.ownercount == 1
+        assert s.attached == 1
         s.unlink()
 
 
@@ -82,7 +82,7 @@ def test_exist_ok_reuses_the_same_spec(name):
         with framebus.create(name, shape=(2, 3), dtype=np.int16, slots=3, exist_ok=True) as again:
             assert again.write_sequence == 1 and again.frame_id == 4
             np.testing.assert_array_equal(again.read(), np.ones((2, 3)))
-            assert s.ownercount == 2
+            assert s.attached == 2
         s.unlink()
 
 
@@ -95,7 +95,7 @@ def test_exist_ok_refuses_a_different_spec(name, other):
         s.write(np.ones((2, 3), np.int16))
         with pytest.raises(FileExistsError, match="spec"):
             framebus.create(name, exist_ok=True, **other)
-        assert s.shape == (2, 3) and s.write_sequence == 1 and s.ownercount == 1
+        assert s.shape == (2, 3) and s.write_sequence == 1 and s.attached == 1
         s.unlink()
 
 
@@ -134,7 +134,7 @@ def test_closed_handle_raises_runtime_error_saying_to_reopen(name):
         "release": lambda: s.release(),
         "locked": lambda: s.locked(timeout=1).__enter__(),
         "clear": lambda: s.clear(),
-        "ownercount": lambda: s.ownercount,
+        "attached": lambda: s.attached,
         "write_time": lambda: s.write_time,
         "write_sequence": lambda: s.write_sequence,
         "frame_id": lambda: s.frame_id,
@@ -229,8 +229,8 @@ def test_out_of_a_wrong_type_is_type_error(name):
         dict(shape=(2,), slots=1),
         dict(shape=(2,), slots=65),
         dict(shape=(2,), slots=0),
-        dict(shape=(2,), mode=0o1000),
-        dict(shape=(2,), mode=-1),
+        dict(shape=(2,), permissions=0o1000),
+        dict(shape=(2,), permissions=-1),
         dict(shape=(2,), max_readers=0),
         dict(shape=(2,), meta_capacity=(1 << 20) + 1),
         dict(shape=(1 << 62,), dtype=np.float64),
@@ -276,7 +276,7 @@ def test_names_at_the_limits_are_accepted(name):
         lambda: framebus.create("t-type", shape=(2,), dtype="nonsense"),
         lambda: framebus.create("t-type", shape=(2,), slots=2.0),
         lambda: framebus.create("t-type", shape=(2,), slots=True),
-        lambda: framebus.create("t-type", shape=(2,), mode="0o600"),
+        lambda: framebus.create("t-type", shape=(2,), permissions="0o600"),
         lambda: framebus.create("t-type", shape=(2,), size="8"),
     ],
     ids=range(13),
@@ -344,12 +344,12 @@ def test_infinite_and_zero_timeouts_are_accepted(name):
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o022, 0o077, 0o777])
-def test_mode_is_exact_whatever_the_umask(name, umask):
+def test_permissions_are_exact_whatever_the_umask(name, umask):
     old = os.umask(umask)
     try:
         framebus.create(name, shape=(2,)).close()
-        framebus.create(name + ".open", shape=(2,), mode=0o644).close()
-        framebus.create(name + ".none", shape=(2,), mode=0o000).close()
+        framebus.create(name + ".open", shape=(2,), permissions=0o644).close()
+        framebus.create(name + ".none", shape=(2,), permissions=0o000).close()
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(segment_path(name)).st_mode) == 0o600
@@ -358,6 +358,15 @@ def test_mode_is_exact_whatever_the_umask(name, umask):
     assert framebus.stat(name).mode == 0o600
     for n in (name, name + ".open", name + ".none"):
         framebus.unlink(n)
+
+
+@pytest.mark.parametrize("mode", [0o640, "lossless"])
+def test_create_takes_permissions_not_mode(name, mode):
+    """create()'s permission bits are permissions=; mode= (open()'s reader mode) is a TypeError
+    that names permissions= and creates nothing."""
+    with pytest.raises(TypeError, match=r"create\(\) takes permissions=0o[0-7]+ for the file permission bits .*mode= is open\(\)'s reader mode"):
+        framebus.create(name, shape=(2,), mode=mode)
+    assert not os.path.exists(segment_path(name))
 
 
 def _other_user():
@@ -596,7 +605,7 @@ for i in range(iterations):
     attempt("read_new", lambda: r.read_new(timeout=0.01))
     attempt("clear", lambda: w.clear(timeout=0.02))
     attempt("acquire", lambda: (w.acquire(timeout=0.02), w.release()))
-    attempt("props", lambda: (r.ownercount, r.write_time, r.frame_id, r.write_sequence))
+    attempt("props", lambda: (r.attached, r.write_time, r.frame_id, r.write_sequence))
     attempt("stat", lambda: framebus.stat(name))
     attempt("list", lambda: framebus.list_streams())
     say("survived", i)
@@ -752,13 +761,13 @@ def test_the_keyword_constructor_leaves_every_check_to_the_core():
     from framebus import _native
 
     name = f"errors-kw-{os.getpid()}"
-    assert _native.COUNT_LIMITS == {"slots": (2, 64), "meta_capacity": (0, 1 << 20), "max_readers": (1, 4096), "mode": (0, 0o777)}
+    assert _native.COUNT_LIMITS == {"slots": (2, 64), "meta_capacity": (0, 1 << 20), "max_readers": (1, 4096), "permissions": (0, 0o777)}
     for kwargs, text in [
         ({"slots": -1}, "slots must be between 2 and 64, got -1"),
         ({"slots": 2**70}, f"slots must be between 2 and 64, got {2**70}"),
         ({"max_readers": 0}, "max_readers must be between 1 and 4096, got 0"),
         ({"meta_capacity": (1 << 20) + 1}, "meta_capacity must be between 0 and 1048576"),
-        ({"mode": 0o1000}, "mode must be permission bits between 0o0 and 0o777 (such as 0o600), got 0o1000"),
+        ({"permissions": 0o1000}, "permissions must be file permission bits between 0o0 and 0o777 (such as 0o600), got 0o1000"),
     ]:
         with pytest.raises(framebus.InvalidArgumentError, match=re.escape(text)):
             framebus.create(name, shape=(4,), dtype=np.uint8, **kwargs)

@@ -122,7 +122,7 @@ def test_parent_and_child_both_read_every_frame_through_one_handle(name):
 
         c = Forked(child)
         assert c.hear() == ["ready"]
-        assert w.ownercount == 3  # the writer, the parent's reader and the child's own entry
+        assert w.attached == 3  # the writer, the parent's reader and the child's own entry
 
         def produce():
             for k in range(10):
@@ -177,7 +177,7 @@ def test_inherited_handles_closed_unused_in_the_child_touch_nothing(name):
         c = Forked(child)
         assert c.hear() == ["done"]
         c.join()
-        assert w.ownercount == 2
+        assert w.attached == 2
 
         def produce():
             for k in range(8):
@@ -443,7 +443,7 @@ def test_child_that_never_uses_an_inherited_handle_frees_its_reservation(name, h
         r.close()
         for k in range(6):
             w.write(frame(k), timeout=LONG)
-        assert w.ownercount == 1  # the writer alone: no entry of the child's is left
+        assert w.attached == 1  # the writer alone: no entry of the child's is left
         if how != "exits":
             os.write(go_w, b"1")
             c.join()
@@ -510,13 +510,13 @@ def test_reservation_no_child_claimed_is_freed_after_its_grace(name, monkeypatch
         r = framebus.open(name, mode="lossless")
         framebus._native.fork_prepare()
         framebus._native.fork_parent()
-        assert w.ownercount == 3  # the writer, the reader and the reservation fill the table
+        assert w.attached == 3  # the writer, the reader and the reservation fill the table
         r.close()
         for k in range(6):
             w.write(frame(k), timeout=LONG)  # waits for the grace, then goes on
         other = framebus.open(name)  # the table is full again
         r2 = framebus.open(name, mode="lossless")  # succeeds only because the reservation is reaped
-        assert w.ownercount == 3
+        assert w.attached == 3
         r2.close()
         other.close()
         w.unlink()

@@ -99,7 +99,7 @@ def test_writer_and_two_readers_check_every_frame(name, spawn, mode):
         writer = spawn(WRITER.format(name=name, last=last, timeout=LONG))
         for c in readers + [writer]:
             c.expect("ready")
-        assert owner.ownercount == 4
+        assert owner.attached == 4
         writer.send("go")
         assert writer.line() == f"wrote {last + 1}"
         writer.finish()
@@ -115,7 +115,7 @@ def test_writer_and_two_readers_check_every_frame(name, spawn, mode):
             else:
                 # Every frame was either read or counted as missed by read_new.
                 assert 1 <= frames and frames + missed == last + 1
-        assert owner.ownercount == 1
+        assert owner.attached == 1
         assert owner.write_sequence == last + 1
         owner.unlink()
 
@@ -282,6 +282,7 @@ def test_handles_attach_and_detach_while_frames_flow(name, spawn):
     """Reader-table churn: processes open and close handles in a loop while a writer writes;
     every read is intact and the table is empty again at the end."""
     with framebus.create(name, shape=(16, 16), dtype=np.int32, slots=3, max_readers=8) as owner:
+        owner.write(np.full((16, 16), -1, np.int32))  # read() of a stream with no frame raises
         churners = [
             spawn(
                 f"""
@@ -308,7 +309,7 @@ def test_handles_attach_and_detach_while_frames_flow(name, spawn):
         for c in churners:
             c.expect("done 0")
             c.finish()
-        assert owner.ownercount == 1
+        assert owner.attached == 1
         assert framebus.stat(name).attached == 1
         # The writer was never held back by the lossless handles that came and went.
         owner.write(np.zeros((16, 16), np.int32), timeout=LONG)

@@ -30,6 +30,27 @@ def test_compat_streams_are_framebus_streams(name: str) -> None:
     assert name not in pyshmem.list_streams()
 
 
+def test_compat_reads_zeros_before_the_first_write_where_framebus_raises(name: str) -> None:
+    """Before the first write pyshmem's reads return zeros (its untouched buffer); framebus's
+    raise StreamEmptyError. On one stream, each API keeps its own answer."""
+    with pyshmem.create(name, shape=(2, 3), dtype=np.int16, auto_unlink=True) as shm:
+        native = framebus.open(name)
+        try:
+            assert shm.read().tolist() == np.zeros((2, 3)).tolist() and shm.read().dtype == np.int16
+            out = np.full((2, 3), 7, np.int16)
+            assert shm.read(out=out) is out and not out.any()
+            other = np.full((2, 3), 7.0, np.float64)  # another dtype goes through np.copyto
+            assert shm.read(out=other) is other and not other.any()
+            pub = shm.read_publication()
+            assert (pub.count, pub.frame_id, pub.write_time, pub.payload.tolist()) == (0, 0, 0.0, np.zeros((2, 3)).tolist())
+            with pytest.raises(framebus.StreamEmptyError):
+                native.read()
+            shm.write(np.ones((2, 3), np.int16))
+            assert shm.read().tolist() == native.read().tolist() == np.ones((2, 3)).tolist()
+        finally:
+            native.close()
+
+
 def test_native_streams_open_through_compat(name: str) -> None:
     with framebus.create(name, shape=(4,), dtype=np.float64) as w:
         w.write(np.full(4, 2.5))

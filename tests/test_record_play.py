@@ -41,7 +41,7 @@ def frame(i: int) -> np.ndarray:
 
 
 def wait_attached(stream, count: int, proc: subprocess.Popen) -> None:
-    while stream.ownercount < count:
+    while stream.attached < count:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)
 

@@ -1,5 +1,5 @@
 """Permissions (issue 6): streams are 0600 whatever the umask; another user cannot open, stat or
-unlink a 0600 stream (PermissionError naming the path); ``mode=0o660`` with a shared group lets
+unlink a 0600 stream (PermissionError naming the path); ``permissions=0o660`` with a shared group lets
 a group member read and write, and nobody else in.
 
 The multi-user tests need root (they create two users and a group with useradd/groupadd and
@@ -35,7 +35,7 @@ def test_default_mode_is_0600_whatever_the_umask(umask: int) -> None:
         with framebus.create(name, shape=(3, 4), dtype=np.uint8) as s:
             assert _mode(name) == 0o600
             s.unlink()
-        with framebus.create(name, shape=(3, 4), dtype=np.uint8, mode=0o640) as s:
+        with framebus.create(name, shape=(3, 4), dtype=np.uint8, permissions=0o640) as s:
             assert _mode(name) == 0o640
             s.unlink()
     finally:
@@ -130,7 +130,7 @@ def users():
 
 
 CREATE_AND_HOLD = """
-s = framebus.create(name, shape=(3, 4), dtype=np.uint8, mode={mode})
+s = framebus.create(name, shape=(3, 4), dtype=np.uint8, permissions={mode})
 s.write(FRAME, frame_id=1, meta=b'owner')
 q.put(("created", None, ""))
 import time
@@ -189,7 +189,7 @@ def test_group_mode_0660_lets_group_members_in_and_nobody_else(users: Users) -> 
 s = framebus.open(name, mode='lossless')
 assert (s.read() == FRAME).all()
 s.write(FRAME + 1, frame_id=2, meta=b'member')
-result = (s.write_sequence, s.ownercount)
+result = (s.write_sequence, s.attached)
 s.close()
 """
         kind, result, msg = users.run(1, code, name, in_group=True)

@@ -15,7 +15,7 @@ import pytest
 
 import framebus
 from framebus.errors import StreamEmptyError
-from framebus.pyshmem.errors import InconsistentStreamError, lost_frame_is_inconsistent
+from framebus.pyshmem.errors import InconsistentStreamError, as_pyshmem_read
 
 SHAPE = (1024, 1024)  # 1 MiB of uint8: the smallest frame whose slot is rewritten
 
@@ -99,9 +99,16 @@ def test_lock_step_and_snapshot_readers_never_see_a_torn_frame(name):
 
 
 def test_a_frame_lost_with_its_rewrite_is_pyshmems_inconsistent_stream():
-    def lost(**_):
-        raise StreamEmptyError("stream 's' has no newest frame right now")
+    def failing(reason):
+        def read(**_):
+            e = StreamEmptyError("stream 's' has no frame")
+            e.reason = reason
+            raise e
+
+        return read
 
     with pytest.raises(InconsistentStreamError, match="exited during a write"):
-        lost_frame_is_inconsistent(lost, "s")()
-    assert lost_frame_is_inconsistent(lambda out=None: 7, "s")(out=None) == 7
+        as_pyshmem_read(failing("lost"), "s", lambda out=None: 0)()
+    # Before the first write pyshmem reads zeros: the fallback answers.
+    assert as_pyshmem_read(failing("empty"), "s", lambda out=None: ("zeros", out))(out=5) == ("zeros", 5)
+    assert as_pyshmem_read(lambda out=None: 7, "s", lambda out=None: 0)(out=None) == 7

@@ -282,7 +282,7 @@ def test_lossless_reader_gets_every_frame_in_order(name):
         reader.start()
         # wait until the reader is attached before writing
         for _ in range(2000):
-            if w.ownercount >= 2:
+            if w.attached >= 2:
                 break
             reader.join(0.01)
         for i in range(500):

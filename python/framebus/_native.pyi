@@ -12,7 +12,7 @@ __all__ = ["COUNT_LIMITS", "DeviceArray", "DeviceFrame", "DeviceLoan", "ERROR_KI
 __version__: str
 LAYOUT_VERSION: int
 #: The range of each count of a stream spec, (lowest, highest): slots, meta_capacity, max_readers,
-#: and the permission bits (mode).
+#: and the file permission bits (permissions).
 COUNT_LIMITS: Dict[str, Tuple[int, int]]
 #: The name in framebus.errors of every exception class the native module raises.
 ERROR_KINDS: List[str]
@@ -87,7 +87,8 @@ class Stream:
     @property
     def closed(self) -> bool: ...
     @property
-    def ownercount(self) -> int: ...
+    def attached(self) -> int:
+        """Live handles attached to the stream, in all processes (this one included)."""
     @property
     def write_sequence(self) -> int: ...
     @property
@@ -151,14 +152,16 @@ class Stream:
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
     def read(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
-        """A copy of the newest frame (into ``out`` if given; zeros before the first write).
-        Never torn. Waits only while the writer rewrites the newest frame's slot, which it does
-        once every reader has taken that frame (one frame's copy; ``read_new`` and
-        ``wait_view`` wait for a new frame). StreamEmptyError when that rewrite was given up
-        (its writer died mid-write) and no newer frame exists yet. Copies.
+        """A copy of the newest frame (into ``out`` if given). Never torn. Waits only while the
+        writer rewrites the newest frame's slot, which it does once every reader has taken that
+        frame (one frame's copy; ``read_new`` and ``wait_view`` wait for a new frame). Raises
+        StreamEmptyError (a RuntimeError) when the stream has no frame: before the first write
+        (``reason`` "empty"), or when that rewrite was given up (its writer died mid-write) and
+        no newer frame exists yet (``reason`` "lost"); ``out`` is left as it was. Copies.
+        (``framebus.pyshmem`` reads zeros before the first write, as pyshmem does.)
 
         On a variable-shape stream: the frame's array, a dict of its named arrays, or ``bytes``
-        for a byte payload (None before the first write); ``out`` is an array (a dict of arrays
+        for a byte payload; ``out`` is an array (a dict of arrays
         for a dict frame) of exactly the frame's shape and dtype, else InvalidArgumentError
         naming both and nothing is copied.
 
@@ -166,7 +169,8 @@ class Stream:
         ``out`` (a device array of the stream's device, shape and dtype; or a NumPy array, then
         the call waits for the download) or into a new ``DeviceArray``."""
     def read_into(self, out: Any, *, stream: Optional[Any] = None) -> Any:
-        """Copies the newest frame into ``out`` and returns ``out`` (no allocation)."""
+        """Copies the newest frame into ``out`` and returns ``out`` (no allocation); raises as
+        ``read``."""
     def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
         last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``;

@@ -297,7 +297,7 @@ class Stream(_native.Stream):
             f"<framebus.Stream {self.name!r} "
             + (f"capacity={self.capacity} " if self.variable else f"shape={self.shape} dtype={self.dtype} ")
             + f"slots={self.slots} "
-            f"mode={self.mode} seq={self.write_sequence} attached={self.ownercount}>"
+            f"mode={self.mode} seq={self.write_sequence} attached={self.attached}>"
         )
 
 
@@ -349,15 +349,18 @@ def create(
     slots: int = 4,
     meta_capacity: int = 256,
     max_readers: int = 64,
-    mode: int = 0o600,
+    permissions: int = 0o600,
     exist_ok: bool = False,
     auto_unlink: bool = False,
     device: Any = None,
     cpu_mirror: bool = False,
+    mode: None = None,
 ) -> Stream:
     """Creates the stream ``name``: a ring of ``slots`` frames of ``shape`` and ``dtype`` in
-    /dev/shm/framebus.<name>, fully allocated now, with permission bits ``mode`` (0o600 by
-    default, whatever the umask). Returns a handle that can write and read.
+    /dev/shm/framebus.<name>, fully allocated now, with the file permission bits
+    ``permissions`` (0o600 by default, whatever the umask; 0o660 shares it with the file's
+    group). Returns a handle that can write and read. ``mode`` is not taken here (TypeError
+    naming ``permissions=``): it is ``open()``'s reader mode.
 
     ``size`` (bytes per frame) is an optional cross-check, as in pyshmem. ``meta_capacity`` is
     the metadata bytes each frame can carry; ``max_readers`` the handles that may be attached at
@@ -396,6 +399,11 @@ def create(
     not exist, a dtype CUDA cannot hold or a variable-shape stream, DeviceError when a CUDA call
     fails.
     """
+    if mode is not None:
+        raise TypeError(
+            f"create() takes permissions={oct(mode) if type(mode) is int else '0o600'} for the file permission bits "
+            "(default 0o600), not mode=: mode= is open()'s reader mode ('latest' or 'lossless')"
+        )
     if shape is None and capacity is None:
         raise TypeError(
             "create() needs shape= (every frame has that shape and dtype) or capacity= (bytes per frame; "
@@ -420,7 +428,7 @@ def create(
     ordinal = parse_device(device)
     stream = Stream(
         name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
-        max_readers=max_readers, permissions=mode, exist_ok=exist_ok, variable=variable, device=ordinal,
+        max_readers=max_readers, permissions=permissions, exist_ok=exist_ok, variable=variable, device=ordinal,
         cpu_mirror=bool(cpu_mirror),
     )
     stream._auto_unlink = bool(auto_unlink)

@@ -110,8 +110,11 @@ class StreamReplacedError(FramebusError, RuntimeError):
 
 
 class StreamEmptyError(FramebusError, RuntimeError):
-    """The stream has no frame yet (nothing was written); wait with read_new() or wait_view().
-    A RuntimeError, as it was before it had a class of its own."""
+    """A copying read (``read``, ``read_into``, ``read_publication``) found no frame: wait with
+    read_new() or wait_view(). ``reason`` says why: ``"empty"``, nothing was written yet;
+    ``"lost"``, the newest frame went with a write its writer gave up mid-write (a crash) and no
+    newer frame exists yet. ``stream`` names the stream. A RuntimeError, as it was before it had
+    a class of its own."""
 
 
 class LockNotHeldError(FramebusError, RuntimeError):

@@ -23,7 +23,7 @@ pub(crate) fn spec_count(py: Python<'_>, field: &str, value: Option<&Bound<'_, P
     }
     let index = value.call_method0(pyo3::intern!(py, "__index__"))?;
     let shown = match field {
-        "mode" => py.import("builtins")?.getattr("oct")?.call1((&index,))?.str()?.to_string(),
+        "permissions" => py.import("builtins")?.getattr("oct")?.call1((&index,))?.str()?.to_string(),
         _ => index.str()?.to_string(),
     };
     framebus::ring::count(field, index.extract::<i64>().ok(), &shown).map(Some).map_err(|e| CoreError(e).into())

@@ -129,13 +129,15 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
             fields.extend([("stream", name.as_str()), ("existing_spec", existing.as_str()), ("requested_spec", requested.as_str())]);
         }
         Error::NoSpace { name, path, .. } => fields.extend([("stream", name.as_str()), ("path", path.as_str())]),
+        // What a reader of an empty stream may act on: nothing was ever written ("empty"), or
+        // the newest frame went with a write that was given up ("lost").
+        Error::Empty { name } => fields.extend([("stream", name.as_str()), ("reason", "empty")]),
+        Error::NewestLost { name } => fields.extend([("stream", name.as_str()), ("reason", "lost")]),
         Error::Timeout { name, .. }
         | Error::NoFreeSlot { name, .. }
         | Error::LockBusy { name, .. }
         | Error::Ended { name }
         | Error::Replaced { name, .. }
-        | Error::Empty { name }
-        | Error::NewestLost { name }
         | Error::TooManyReaders { name, .. }
         | Error::Device { name, .. }
         | Error::DeviceUnavailable { name, .. }

@@ -233,7 +233,7 @@ impl PyStream {
             spec.slots = spec_count(py, "slots", slots)?.unwrap_or(spec.slots);
             spec.meta_capacity = spec_count(py, "meta_capacity", meta_capacity)?.unwrap_or(spec.meta_capacity);
             spec.max_readers = spec_count(py, "max_readers", max_readers)?.unwrap_or(spec.max_readers);
-            options.mode = spec_count(py, "mode", permissions)?.unwrap_or(options.mode);
+            options.mode = spec_count(py, "permissions", permissions)?.unwrap_or(options.mode);
             py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
         } else {
             py.detach(|| framebus::Stream::open_with(name, reader_mode, access)).map_err(CoreError)?
@@ -343,7 +343,7 @@ impl PyStream {
 
     /// Live handles attached to the stream, in all processes.
     #[getter]
-    fn ownercount(&self, py: Python<'_>) -> PyResult<usize> {
+    fn attached(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.handle(py)?.ownercount())
     }
 

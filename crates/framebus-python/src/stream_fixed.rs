@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use framebus::{Deadline, Error, FrameInfo};
+use framebus::{Deadline, FrameInfo};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::prelude::*;
 
@@ -45,7 +45,7 @@ impl PyStream {
 
     /// Copies the newest frame (or the next new one) into `out` (or a new array); returns the
     /// array and (seq, timestamp_ns, frame_id, meta) when `with_info`. Before the first frame,
-    /// `read` gives zeros (as pyshmem's streams do).
+    /// `read` raises StreamEmptyError (`framebus.pyshmem` turns that into pyshmem's zeros).
     pub(crate) fn read_fixed<'py>(
         &self,
         py: Python<'py>,
@@ -75,16 +75,7 @@ impl PyStream {
             self.blocking(py, deadline, heavy, |d, check| s.read_new(d, check, copy))?
         } else {
             let r = if heavy { py.detach(|| s.read_latest(copy)) } else { s.read_latest(copy) };
-            match r {
-                Ok(info) => info,
-                Err(Error::Empty { .. }) => {
-                    // Nothing written yet: a stream reads as zeros (as pyshmem's do).
-                    // SAFETY: dst/len describe arr's buffer, alive for this call.
-                    unsafe { std::ptr::write_bytes(dst.get(), 0, len) };
-                    with_info.then(|| (0, 0, 0, Vec::new()))
-                }
-                Err(e) => return Err(CoreError(e).into()),
-            }
+            r.map_err(CoreError)?
         };
         Ok((arr, info))
     }

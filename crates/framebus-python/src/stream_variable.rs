@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use framebus::ring::frame_table::{ArraySpec, FrameTable};
-use framebus::{Deadline, Error, FrameInfo, Pinned};
+use framebus::{Deadline, FrameInfo, Pinned};
 use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
@@ -95,18 +95,14 @@ impl PyStream {
     }
 
     /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
-    /// into `out` when given; None before the first frame (for `read`).
+    /// into `out` when given. Before the first frame, `read` raises StreamEmptyError.
     pub(crate) fn read_variable<'py>(&self, py: Python<'py>, v: &VariableCaches, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         let s = self.handle(py)?;
         let deadline = crate::args::deadline(py, timeout)?;
         let pinned = if new {
             self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?
         } else {
-            match s.pin_latest() {
-                Ok(p) => p,
-                Err(Error::Empty { .. }) => return Ok((py.None().into_bound(py), with_info.then(|| (0, 0, 0, Vec::new())))),
-                Err(e) => return Err(CoreError(e).into()),
-            }
+            s.pin_latest().map_err(CoreError)?
         };
         let parts = self.parts_of(py, v, &s, &pinned)?;
         let f = pinned.frame();

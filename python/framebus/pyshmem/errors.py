@@ -32,15 +32,18 @@ class InconsistentStreamError(FramebusError, RuntimeError):
     next write (see docs/pyshmem.md)."""
 
 
-def lost_frame_is_inconsistent(read: Any, name: str) -> Any:
-    """``read`` (a native read call), raising InconsistentStreamError where framebus says the
-    newest frame went with a write its writer gave up (StreamEmptyError after the first write),
-    as pyshmem does when its writer dies mid-write."""
+def as_pyshmem_read(read: Any, name: str, empty: Any) -> Any:
+    """``read`` (a native read call) as pyshmem reads where framebus raises StreamEmptyError:
+    before the first write it returns ``empty(**kwargs)`` (zeros, as pyshmem's untouched
+    buffer); where the newest frame went with a write its writer gave up, it raises
+    InconsistentStreamError, as pyshmem does when its writer dies mid-write."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return read(*args, **kwargs)
         except StreamEmptyError as e:
+            if getattr(e, "reason", None) == "empty":
+                return empty(**kwargs)
             raise InconsistentStreamError(f"writer process for stream {name!r} exited during a write; a successful write is required before it can be read ({e})") from None
 
     return call

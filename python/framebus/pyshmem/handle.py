@@ -75,6 +75,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _zeros_of(shape: Tuple[int, ...], dtype: np.dtype) -> Any:
+    """What a read returns before the first write, as pyshmem's untouched buffer: a new array
+    of zeros, or ``out`` (already checked by the native read) filled with zeros."""
+
+    def zeros(out: Optional[np.ndarray] = None) -> np.ndarray:
+        if out is None:
+            return np.zeros(shape, dtype)
+        out[...] = 0
+        return out
+
+    return zeros
+
+
 def _native_property(attr: str, operation: str, doc: str) -> Any:
     """A read-only property passing the native handle's ``attr`` through, with pyshmem's error
     on a closed handle."""
@@ -109,8 +122,9 @@ class SharedMemory:
         # a read-only handle's refusal), not the instance's first-write hook: pyshmem has no end
         # of stream, so a compat handle is never marked as the writer (see close()).
         self._native_write = type(stream).write.__get__(stream)
-        self._read_info = _err.lost_frame_is_inconsistent(stream._read_info, stream.name)
-        self._native_read = _err.lost_frame_is_inconsistent(stream.read, stream.name)
+        zeros = _zeros_of(tuple(stream.shape), np.dtype(stream.dtype))
+        self._read_info = _err.as_pyshmem_read(stream._read_info, stream.name, lambda out=None: (zeros(out), 0, 0, 0, b""))
+        self._native_read = _err.as_pyshmem_read(stream.read, stream.name, zeros)
         self._native_wait_after = stream.wait_after
         self.name: str = stream.name
         self.shape: Tuple[int, ...] = tuple(stream.shape)

@@ -122,7 +122,7 @@ impl StreamSpec {
 /// The bindings convert these arguments through [`count`], and Python shows the ranges
 /// (`framebus doctor --plan`) from here.
 pub const COUNT_LIMITS: [(&str, u64, u64); 4] =
-    [("slots", 2, MAX_SLOTS as u64), ("meta_capacity", 0, MAX_META as u64), ("max_readers", 1, MAX_READERS as u64), ("mode", 0, 0o777)];
+    [("slots", 2, MAX_SLOTS as u64), ("meta_capacity", 0, MAX_META as u64), ("max_readers", 1, MAX_READERS as u64), ("permissions", 0, 0o777)];
 
 /// `value` of count `field` (one of [`COUNT_LIMITS`]) as a spec stores it. `None` stands for a
 /// number too large for an i64; `shown` is the value as the caller wrote it, for the message.
@@ -130,7 +130,7 @@ pub fn count(field: &str, value: Option<i64>, shown: &str) -> Result<u32> {
     let (_, low, high) = COUNT_LIMITS.iter().find(|(f, _, _)| *f == field).copied().unwrap_or((field, 0, u64::from(u32::MAX)));
     match value.and_then(|v| u64::try_from(v).ok()) {
         Some(v) if (low..=high).contains(&v) => Ok(v as u32),
-        _ if field == "mode" => Err(Error::InvalidArgument(format!("mode must be permission bits between 0o0 and 0o777 (such as 0o600), got {shown}"))),
+        _ if field == "permissions" => Err(Error::InvalidArgument(format!("permissions must be file permission bits between 0o0 and 0o777 (such as 0o600), got {shown}"))),
         _ => Err(Error::InvalidArgument(format!("{field} must be between {low} and {high}, got {shown}"))),
     }
 }
@@ -204,7 +204,7 @@ mod tests {
         assert_eq!(count("slots", Some(4), "4").unwrap(), 4);
         assert_eq!(count("slots", Some(-1), "-1").unwrap_err().to_string(), "slots must be between 2 and 64, got -1");
         assert_eq!(count("max_readers", None, "10**30").unwrap_err().to_string(), "max_readers must be between 1 and 4096, got 10**30");
-        assert!(count("mode", Some(0o1000), "0o1000").unwrap_err().to_string().contains("permission bits between 0o0 and 0o777"));
+        assert!(count("permissions", Some(0o1000), "0o1000").unwrap_err().to_string().contains("permission bits between 0o0 and 0o777"));
         assert_eq!(count("meta_capacity", Some(0), "0").unwrap(), 0);
     }
 
