@@ -167,7 +167,7 @@ def test_permission_problems_are_reported(name, tmp_path):
     unwritable = tmp_path / "shm"
     unwritable.mkdir(mode=0o755)
     os.chmod(tmp_path, 0o755)
-    with framebus.create(name, shape=(4,), dtype=np.uint8) as s:  # mode 0o600: only root
+    with framebus.create(name, shape=(4,), dtype=np.uint8) as s:  # permissions 0o600: only root
         ctx = multiprocessing.get_context("fork")
         q = ctx.Queue()
         proc = ctx.Process(target=_as_nobody, args=(name, str(unwritable), q))
@@ -175,7 +175,7 @@ def test_permission_problems_are_reported(name, tmp_path):
         stream, perms = q.get(timeout=60)
         proc.join(60)
         s.unlink()
-    assert stream.status == "fail" and "may not open it" in stream.detail and "mode=0o660" in stream.fix
+    assert stream.status == "fail" and "may not open it" in stream.detail and "permissions=0o660" in stream.fix
     assert perms.status == "fail" and "cannot create files" in perms.detail
 
 

@@ -56,7 +56,7 @@ def test_compat_arguments_are_not_part_of_the_native_api(name):
                      lambda: s.acquire(1, poll_interval=0.1), lambda: s.close(timeout=1), lambda: s.read_publication(safe=True)):
             with pytest.raises(TypeError):
                 call()
-        for alias in ("count", "missed_writes", "total_missed_writes", "delete"):
+        for alias in ("count", "missed_writes", "total_missed_writes", "delete", "ownercount"):
             assert not hasattr(s, alias), alias
 
 

@@ -203,8 +203,8 @@ def check_permissions() -> List[Check]:
         Check(
             "permissions",
             "ok",
-            f"{SHM} writable; umask {mask:03o} (framebus applies the mode you give, 0o600 by default, whatever the umask)",
-            "" if mask & 0o077 == 0o022 else "to share streams with other users, create them with mode=0o660 and a common group",
+            f"{SHM} writable; umask {mask:03o} (framebus applies the permissions you give, 0o600 by default, whatever the umask)",
+            "" if mask & 0o077 == 0o022 else "to share streams with other users, create them with permissions=0o660 and a common group",
         )
     ]
 
@@ -505,7 +505,7 @@ def check_stream(name: str) -> Check:
     except FileNotFoundError:
         return Check(what, "fail", "does not exist", "create it first (or check the name with `framebus ls`)")
     except PermissionError as exc:
-        return Check(what, "fail", f"this user may not open it: {error_text(exc)}", "run as the stream's owner, or have it created with mode=0o660 and a group both users are in")
+        return Check(what, "fail", f"this user may not open it: {error_text(exc)}", "run as the stream's owner, or have it created with permissions=0o660 and a group both users are in")
     if info.problem:
         if dead_unreadable(info) and not mapped_by(info.path)[0]:
             fix = "its creator is dead and no process this user can see maps it: `framebus gc --unreadable` removes it"
