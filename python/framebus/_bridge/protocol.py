@@ -60,7 +60,6 @@ VERSION = 4
 VARIABLE = "var"
 
 HELLO, WELCOME, FRAME, ACK, HEARTBEAT, BYE, RESET, REFUSE, END = range(1, 10)
-KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", FRAME: "FRAME", ACK: "ACK", HEARTBEAT: "HEARTBEAT", BYE: "BYE", RESET: "RESET", REFUSE: "REFUSE", END: "END"}
 
 #: FRAME flags.
 F_ZSTD = 0x1
@@ -161,13 +160,6 @@ def _unpack_source_seq(msg: Buffer, what: str) -> Tuple[int, int]:
 def pack_u64(kind: int, value: int) -> bytes:
     """A publisher HEARTBEAT (value = epoch)."""
     return prefix(kind) + U64.pack(value)
-
-
-def unpack_u64(msg: Buffer) -> int:
-    """The u64 body of a publisher HEARTBEAT (0 when absent)."""
-    if len(msg) < PREFIX.size + U64.size:
-        return 0
-    return U64.unpack_from(msg, PREFIX.size)[0]
 
 
 def pack_refuse(reason: str) -> bytes:

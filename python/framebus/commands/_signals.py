@@ -71,9 +71,3 @@ def stopped_status() -> int:
     if not _received:
         return 0
     return TERMINATED if _received[0] == signal.SIGTERM else INTERRUPTED
-
-
-def restore_default_sigint() -> None:
-    """Ctrl-C raises KeyboardInterrupt again (Python's default), SIGTERM raises Terminated."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    raise_on_sigterm()
