@@ -111,10 +111,11 @@ class ZenohLink:
             raise EndpointError(f"bad Zenoh endpoint in listen={self.listen} connect={self.connect}: {exc}") from None
         return cfg
 
-    def open(self) -> "zenoh.Session":
-        """Opens a Zenoh session; EndpointInUseError when a listen endpoint is taken,
-        BridgeError for any other failure."""
-        cfg = self.config()
+    def open(self, cfg: Optional["zenoh.Config"] = None) -> "zenoh.Session":
+        """Opens a Zenoh session with ``cfg`` (default: ``config()``); EndpointInUseError when a
+        listen endpoint is taken, BridgeError for any other failure."""
+        if cfg is None:
+            cfg = self.config()
         try:
             return zenoh.open(cfg)
         except zenoh.ZError as exc:
@@ -314,8 +315,9 @@ class _Reaching:
         return "" if self._reach is None or self.frames else self._reach.note()
 
     def _open_session(self) -> Any:
-        self._reach = Reach(self.link.config())
-        session = self.link.open()
+        cfg = self.link.config()
+        self._reach = Reach(cfg)
+        session = self.link.open(cfg)
         self._reach.attach(session)
         return session
 

@@ -87,8 +87,9 @@ class _RosEnd(Bridge):
         return "" if self._reach is None or self.frames else self._reach.note()
 
     def _open_session(self) -> None:
-        self._reach = Reach(self.link.config())
-        self._zsession = self.link.open()
+        cfg = self.link.config()
+        self._reach = Reach(cfg)
+        self._zsession = self.link.open(cfg)
         self._reach.attach(self._zsession)
 
     def _handle(self) -> Any:
