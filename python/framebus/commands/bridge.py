@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub.add_argument("--bitrate", default=None, metavar="RATE", help="with --encode: bits per second, e.g. 8M or 800k (default 8M)")
     pub.add_argument("--gop", type=positive_int, default=None, help="with --encode: frames between keyframes (default 30)")
     pub.add_argument("--encoder", default=None, metavar="NAME", help="with --encode: auto (a hardware encoder that works here, else software; default) or an FFmpeg encoder such as libx264, h264_nvenc")
+    pub.add_argument("--drop-alpha", action="store_true", help="with --encode: take HxWx4 images and send their first three channels only (video codecs have no alpha plane; without this a 4-channel stream is refused)")
     pub.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret): turns CURVE encryption on")
     pub.add_argument("--curve-location", metavar="DIR", help="directory of the public certificates of the subscribers allowed in")
     add_wait_argument(pub)
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
             bridge: Any = net.publish(args.name, args.endpoint, net.PublishOptions(
                 mode=args.mode, compress=args.compress, curve_certificate=args.curve_certificate,
                 curve_location=args.curve_location, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout,
-                encode=args.encode, bitrate=args.bitrate, gop=args.gop, encoder=args.encoder,
+                encode=args.encode, bitrate=args.bitrate, gop=args.gop, encoder=args.encoder, drop_alpha=args.drop_alpha,
             ), **engine_fields(args))
         else:
             stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
