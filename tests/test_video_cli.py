@@ -64,3 +64,102 @@ def test_any_number_of_signals_removes_the_packet_stream(names, source, how):
     assert p.returncode == 130, (out, err)
     assert "Traceback" not in err, err
     assert not os.path.exists(packets), f"{packets} left behind (exit {p.returncode}: {err.strip()})"
+
+
+def _ino(name: str) -> int:
+    return os.stat(f"/dev/shm/framebus.{name}").st_ino
+
+
+@pytest.mark.parametrize("encode", [None, "h264"], ids=["raw", "h264"])
+def test_a_subscriber_killed_and_restarted_keeps_its_stream_for_its_readers(names, source, tmp_path, encode):
+    """``framebus bridge subscribe`` killed with SIGKILL and started again takes over the local
+    stream it left (same segment), so a lossless reader and a running ``framebus record`` of it
+    go on getting frames; an encoded subscriber used to create a new segment and strand them."""
+    writer = Writer(source, fps=30)
+    pub = net.publish(source.name, "tcp://127.0.0.1:*", **(dict(encode=encode, bitrate="1M", gop=15) if encode else {}))
+    local = names("local")
+    sub = start("bridge", "subscribe", pub.endpoint, local, "--quiet")
+    rec = None
+    try:
+        reader = framebus.open(local, mode="lossless", timeout=BOUND)
+        try:
+            first = _ino(local)
+            reader.read_new(timeout=BOUND)
+            out = tmp_path / "rec.mp4"
+            rec = start("record", local, str(out), "--quiet")
+            wait_until(lambda: any(r.get("role") == "record" for r in framebus.stat(local).readers), "the recording to attach")
+            sub.kill()  # SIGKILL: no BYE, nothing removed
+            sub.communicate(timeout=BOUND)
+            before = reader.write_sequence
+            sub = start("bridge", "subscribe", pub.endpoint, local, "--quiet")
+            for _ in range(5):  # frames written after the restart reach the old handle
+                reader.read_new(timeout=BOUND)
+            assert reader.write_sequence > before
+            assert _ino(local) == first, "the restarted subscriber made a new segment"
+        finally:
+            reader.close()
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=BOUND)
+        assert rec.returncode == 130, err
+        assert "recorded" in err and out.stat().st_size > 0, err
+    finally:
+        for p in (sub, rec):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                p.communicate(timeout=BOUND)
+        writer.stop()
+        pub.stop()
+    assert sub.returncode == 130
+
+
+def _packets(n: int) -> list:
+    """``n`` H.264 packets (bytes, keyframe) of 320x240 test pictures."""
+    from framebus._bridge import video
+
+    enc = video.PictureEncoder("libx264", video.VideoSettings.of("h264", "1M", 10), W, H, 3)
+    out = []
+    for i in range(n):
+        out += enc.encode(picture(i), i * 33_000_000, i == 0)
+    return out + enc.flush()
+
+
+@pytest.mark.parametrize("kind", ["images", "packets"])
+def test_record_of_a_replaced_stream_stops_and_says_so(names, tmp_path, kind):
+    """The producer is killed (its stream neither ended nor closed) and a new one creates the
+    stream anew: the recording, attached to the old segment, would wait forever. It finishes
+    the file, says that the stream was replaced and exits 1."""
+    name = names(kind)
+    make = (lambda: framebus.create(name, shape=(H, W, 3), dtype=np.uint8)) if kind == "images" else (lambda: framebus.create(name, capacity=1 << 20))
+    packets = _packets(20) if kind == "packets" else []
+
+    def write(s, i):
+        if kind == "images":
+            s.write(picture(i), frame_id=i)
+        else:
+            s.write(packets[i % len(packets)][0], codec="h264", frame_id=i)
+
+    old = make()
+    out = tmp_path / ("rec.mp4" if kind == "images" else "rec.h264.mp4")
+    rec = start("record", name, str(out), "--quiet")
+    new = None
+    try:
+        wait_until(lambda: any(r.get("role") == "record" for r in framebus.stat(name).readers), "the recording to attach")
+        for i in range(10):
+            write(old, i)
+        wait_until(lambda: framebus.stat(name).readers and old.write_sequence == 10, "the frames written")
+        framebus.unlink(name)  # what a killed producer's successor does: a new stream, same name
+        new = make()
+        for i in range(10):
+            write(new, i)
+        _, err = rec.communicate(timeout=BOUND)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.communicate()
+        old.close()
+        if new is not None:
+            new.unlink()
+    assert rec.returncode == 1, err
+    assert "replaced by a new stream of the same name" in err and "run framebus record again" in err, err
+    assert "Traceback" not in err, err
+    assert out.stat().st_size > 0, err

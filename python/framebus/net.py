@@ -132,7 +132,9 @@ def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions
     The local stream is created with the publisher's dtype, shape, metadata capacity and slot
     count (``slots`` overrides the latter), re-created when the publisher's spec changes (local
     readers reopen it), and removed on ``stop()`` unless ``keep=True`` or it was not created by
-    this bridge. An existing stream of the same spec is written into. Each frame is copied once,
+    this bridge. An existing stream of the same spec is written into; one left by a subscriber
+that was killed (readers still attached) is taken over as it is, decoded video included, so
+its readers go on getting frames after a restart. Each frame is copied once,
     from ZeroMQ's receive buffer into its slot. When the publisher's source is ended, the local
     stream is ended too (``Stream.end()``; ``source_ended`` is then True): local readers get
     every frame, then StreamEndedError; the next frame that arrives starts it again.

@@ -426,39 +426,7 @@ class Subscriber(Bridge):
         self.state = "running"
 
     def _make_stream(self, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int, variable: bool = False) -> Tuple[Any, bool]:
-        name = self.stream_name
-        for _ in range(3):
-            try:
-                if variable:
-                    return _stream.create(name, capacity=shape[0], slots=slots, meta_capacity=meta_capacity), True
-                return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
-            except StreamExistsError:
-                pass
-            try:
-                info = _stat(name)
-            except FileNotFoundError:
-                continue
-            same = (
-                (info.capacity == shape[0] if variable else info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape))
-                and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
-            )
-            if info.creator_alive and not info.stale:
-                if not same:
-                    have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
-                    sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
-                    raise SpecMismatchError(
-                        f"local stream {name!r} exists with {have}, and another process owns it; "
-                        f"the publisher sends {sends}: remove it or subscribe into another name"
-                    )
-                return _stream.open(name), False
-            if same and not info.stale:
-                # Left by a subscriber that died, readers still attached: carry on in it.
-                return _stream.open(name), True
-            try:
-                _stream.unlink(name)  # stale, or of another spec and nobody's: replace it
-            except FileNotFoundError:
-                pass
-        raise BridgeError(f"cannot create local stream {name!r}: it keeps being re-created by another process")
+        return local_stream(self.stream_name, shape, dt, slots, meta_capacity, variable)
 
     def _drop_stream(self, *, unlink: bool) -> None:
         s, self._stream = self._stream, None
@@ -471,3 +439,45 @@ class Subscriber(Bridge):
                 s.close()
         else:
             s.close()
+
+
+def local_stream(name: str, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int, variable: bool = False) -> Tuple[Any, bool]:
+    """Creates a bridge's local stream ``name`` or opens the one there is, and whether this
+    bridge owns it (writes into it as its creator would, and removes it on stop): the rule
+    for every stream a subscriber writes (received frames, decoded pictures). A stream of the
+    same spec whose creator is alive is written into (not owned); one left by a subscriber that
+    died (creator dead, not stale: readers still attached) is taken over as it is (the same
+    segment, so its readers and recordings go on); a stale one, or a dead creator's stream of
+    another spec, is replaced. SpecMismatchError for a live process's stream of another spec."""
+    for _ in range(3):
+        try:
+            if variable:
+                return _stream.create(name, capacity=shape[0], slots=slots, meta_capacity=meta_capacity), True
+            return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
+        except StreamExistsError:
+            pass
+        try:
+            info = _stat(name)
+        except FileNotFoundError:
+            continue
+        same = (
+            (info.capacity == shape[0] if variable else info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape))
+            and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
+        )
+        if info.creator_alive and not info.stale:
+            if not same:
+                have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
+                sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
+                raise SpecMismatchError(
+                    f"local stream {name!r} exists with {have}, and another process owns it; "
+                    f"the publisher sends {sends}: remove it or subscribe into another name"
+                )
+            return _stream.open(name), False
+        if same and not info.stale:
+            # Left by a subscriber that died, readers still attached: carry on in it.
+            return _stream.open(name), True
+        try:
+            _stream.unlink(name)  # stale, or of another spec and nobody's: replace it
+        except FileNotFoundError:
+            pass
+    raise BridgeError(f"cannot create local stream {name!r}: it keeps being re-created by another process")
