@@ -163,3 +163,29 @@ def test_record_of_a_replaced_stream_stops_and_says_so(names, tmp_path, kind):
     assert "replaced by a new stream of the same name" in err and "run framebus record again" in err, err
     assert "Traceback" not in err, err
     assert out.stat().st_size > 0, err
+
+
+@pytest.mark.parametrize("wait", [[], ["--wait", "0.2"]], ids=["no-wait", "wait"])
+def test_a_missing_packet_stream_says_what_to_start_and_where_packets_are(names, wait):
+    """``--packets`` keeps the packets in the subscriber's own stream NAME (not NAME.h264).
+    Asking for NAME.h264 says, as every command does for a missing stream, to start what
+    writes it (with --wait it used to suggest framebus.create("NAME.h264", ...)), and that
+    NAME holds the packets."""
+    name = names("campk")
+    with framebus.create(name, capacity=1 << 16, auto_unlink=True):
+        res = subprocess.run(
+            [sys.executable, "-m", "framebus", "record", f"{name}.h264", "/nonexistent/out.mp4", *wait],
+            capture_output=True, text=True, timeout=BOUND,
+        )
+    assert res.returncode == 1, res.stderr
+    assert "start the program or command that writes it first" in res.stderr, res.stderr
+    assert "framebus.create(" not in res.stderr, res.stderr
+    assert f'`framebus bridge subscribe ENDPOINT {name} --packets` keeps the packets in "{name}" itself' in res.stderr, res.stderr
+    if wait:
+        assert "does not exist (waited 0.2 s)" in res.stderr, res.stderr
+
+
+def test_wait_for_any_missing_stream_gives_the_command_line_hint(names):
+    res = subprocess.run([sys.executable, "-m", "framebus", "hz", names("none"), "--wait", "0.1"], capture_output=True, text=True, timeout=BOUND)
+    assert res.returncode == 1, res.stderr
+    assert "start the program or command that writes it first" in res.stderr and "framebus.create(" not in res.stderr, res.stderr
