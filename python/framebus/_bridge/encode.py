@@ -75,7 +75,7 @@ class EncoderStage:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name=f"framebus-encode-{source}", daemon=True)
         self._want_key = False
-        self._last_key = 0.0
+        self._last_forced = -video.KEY_MIN_INTERVAL
         self._enc: Optional[video.PictureEncoder] = None
         self._session = 0
         self._index = 0
@@ -129,7 +129,9 @@ class EncoderStage:
                 continue
             with frame:
                 now = time.monotonic()
-                force = self._enc is None or (self._want_key and now - self._last_key >= video.KEY_MIN_INTERVAL)
+                # The limit counts forced keyframes only: a joiner right after one of the
+                # encoder's own (every gop pictures) does not wait for the limit.
+                force = self._enc is None or (self._want_key and now - self._last_forced >= video.KEY_MIN_INTERVAL)
                 if self._enc is None:
                     self._enc = video.PictureEncoder(self.encoder_name, self.settings, self.width, self.height, self.channels)
                     self._session, self._index = secrets.randbits(32), 0
@@ -137,13 +139,13 @@ class EncoderStage:
                 ts, fid, meta = frame.timestamp_ns, frame.frame_id, bytes(frame.meta)
             if force:
                 self._want_key = False
+                self._last_forced = now
                 self.forced_keyframes += 1
             self.pictures += 1
             if now >= self._label_at + 1.0:
                 self._label(now)
             for data, key in packets:
                 if key:
-                    self._last_key = now
                     self.keyframes += 1
                 self._put(data, key, ts, fid, meta)
 

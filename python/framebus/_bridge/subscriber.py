@@ -43,6 +43,11 @@ from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchEr
 #: Decompress straight into a loaned slot (tests turn this off to cover the other path).
 USE_LOANS = True
 
+#: Seconds before a HELLO that could not be queued is tried again (doubling up to SLICE_S): a
+#: subscriber started just now says HELLO before its connection is up, and the answer to the
+#: retry is what a late joiner waits for.
+HELLO_RETRY_S = 0.002
+
 
 class Subscriber(Bridge):
     """Receives a remote stream into a local one (the part every engine shares); see
@@ -96,6 +101,7 @@ class Subscriber(Bridge):
         self._heard = 0.0
         self._said = 0.0
         self._hello_at = 0.0
+        self._hello_retry = HELLO_RETRY_S
         self._session = secrets.token_hex(8)
         #: Whether the publisher said its source was ended (and no frame came since).
         self.source_ended = False
@@ -133,7 +139,7 @@ class Subscriber(Bridge):
             if now >= deadline:
                 raise PeerTimeoutError(self._no_answer())
             self._maybe_hello(now)
-            self._receive(min(SLICE_S, deadline - now), until_connected=True)
+            self._receive(min(self._until_hello(), deadline - now), until_connected=True)
 
     def _cleanup(self) -> None:
         sock = self._sock
@@ -156,7 +162,11 @@ class Subscriber(Bridge):
             now = time.monotonic()
             if now >= self._next_tick:
                 self._tick(now)
-            self._receive(SLICE_S)
+            elif not self.connected:
+                # HELLO keeps its own schedule while no publisher has answered (not the tick's,
+                # every TICK_S): a HELLO the transport could not queue yet is retried at once.
+                self._maybe_hello(now)
+            self._receive(SLICE_S if self.connected else self._until_hello())
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + min(TICK_S, self.heartbeat_ivl / 2)
@@ -169,8 +179,14 @@ class Subscriber(Bridge):
         if now - self._rate_at >= TICK_S:
             self._tick_rates(now)
 
+    def _until_hello(self) -> float:
+        """Seconds to wait for a message before the next HELLO is due (at most SLICE_S)."""
+        return min(SLICE_S, max(0.0, self._hello_at - time.monotonic()))
+
     def _maybe_hello(self, now: float) -> None:
-        """Says HELLO while no publisher has answered: at once, then every heartbeat_ivl."""
+        """Says HELLO while no publisher has answered: at once, then every heartbeat_ivl. One
+        the transport could not queue (the connection is still being made) is tried again
+        after HELLO_RETRY_S, doubling up to SLICE_S."""
         if self.connected or now < self._hello_at:
             return
         body = {
@@ -178,7 +194,10 @@ class Subscriber(Bridge):
             "name": self.stream_name, "host": _socket.gethostname(), "session": self._session,
         }
         # A HELLO that could not be queued (no connection yet) is retried soon.
-        self._hello_at = now + (self.heartbeat_ivl if self._say(P.pack_json(P.HELLO, body)) else SLICE_S)
+        if self._say(P.pack_json(P.HELLO, body)):
+            self._hello_at, self._hello_retry = now + self.heartbeat_ivl, HELLO_RETRY_S
+        else:
+            self._hello_at, self._hello_retry = now + self._hello_retry, min(SLICE_S, 2 * self._hello_retry)
 
     def _say(self, msg: bytes) -> bool:
         if not self._sock.send(msg):
