@@ -16,6 +16,8 @@ REPLACED_ERRORS: Tuple[type, ...] = tuple(c for c in (getattr(errors, "StreamRep
 
 #: How a command says it (``framebus hz`` uses the same words).
 REPLACED = "was replaced by a new stream of the same name"
+#: What the library's error can also mean: the name is gone and nobody writes the old segment.
+REMOVED = "was removed, and no process writes it any more"
 
 
 class StreamReplaced(Exception):
@@ -43,6 +45,10 @@ class Segment:
         has, and ends the stream when it closes."""
         now = identity(self.path)
         return now is not None and now != self.ident
+
+    def what(self) -> str:
+        """How to say what happened to the stream, once it can get no more frames."""
+        return REMOVED if identity(self.path) is None else REPLACED
 
 
 def open_watched(name: str, **options: Any) -> Tuple[Any, Segment]:

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     interrupted = stopped_by_signal()
     if replaced:
-        return _replaced(args, frames, f"frames in {elapsed:.1f} s into {args.out} at {writer.fps:g} fps{fps_note}" if frames else "")
+        return _replaced(args, segment, frames, f"frames in {elapsed:.1f} s into {args.out} at {writer.fps:g} fps{fps_note}" if frames else "")
     if not frames:
         why = "stopped by a signal" if interrupted else "the stream had ended: its writer ended it before any new frame" if ended else "no frame arrived"
         if writer is None and os.path.exists(args.out):
@@ -198,17 +198,15 @@ def run(args: argparse.Namespace) -> int:
     return stopped_status()
 
 
-def _replaced(args: argparse.Namespace, frames: int, where: str) -> int:
-    """Says that the stream was replaced while recording, with what was recorded; exit status 1
-    (or the signal's, when one came too)."""
+def _replaced(args: argparse.Namespace, segment: Any, frames: int, where: str) -> int:
+    """Says that the stream was replaced (or removed, with nobody writing it) while recording,
+    with what was recorded; exit status 1 (or the signal's, when one came too)."""
     from ._segment import REPLACED
 
-    what = f"recorded {frames} {where}; the file is complete" if frames else f"nothing was recorded and no file was written to {args.out}"
-    print(
-        f"framebus record: stream {args.name!r} {REPLACED} (its producer restarted), so no more frames could come to this "
-        f"recording: {what}; run framebus record again to record the new stream",
-        file=sys.stderr,
-    )
+    done = f"recorded {frames} {where}; the file is complete" if frames else f"nothing was recorded and no file was written to {args.out}"
+    what = segment.what()
+    why, then = (" (its producer restarted)", "run framebus record again to record the new stream") if what == REPLACED else ("", "nothing more will come to it")
+    print(f"framebus record: stream {args.name!r} {what}{why}, so no more frames could come to this recording: {done}; {then}", file=sys.stderr)
     return stopped_status() or 1
 
 
@@ -240,7 +238,7 @@ def _record_packets(stream: Any, segment: Any, args: argparse.Namespace) -> int:
     finally:
         display.close(frames, stream.total_missed)
     if replaced:
-        return _replaced(args, frames, f"packets in {time.perf_counter() - start:.1f} s into {args.out}")
+        return _replaced(args, segment, frames, f"packets in {time.perf_counter() - start:.1f} s into {args.out}")
     if not frames:
         return nothing_recorded(args, "stopped by a signal" if stopped_by_signal() else "the stream had ended" if ended else "no packet arrived")
     why = " (stopped by Ctrl-C)" if stopped_by_signal() else " (the stream ended)" if ended else ""
