@@ -44,13 +44,27 @@ def error_text(exc: BaseException) -> str:
 
     name, path = getattr(exc, "stream", None), getattr(exc, "path", None)
     if isinstance(exc, StreamNotFoundError) and name is not None:
-        return f'stream "{name}" does not exist ({path}); {NOT_FOUND_HINT}'
+        waited = getattr(exc, "waited", None)  # set by --wait (commands/_wait.py)
+        return f'stream "{name}" does not exist{f" (waited {waited:g} s)" if waited else ""} ({path}); {NOT_FOUND_HINT}{_packets_hint(name)}'
     if isinstance(exc, CorruptStreamError) and name is not None:
         return (
             f'stream "{name}" ({path}) is corrupt or not a framebus stream: {getattr(exc, "reason", "?")}; '
             f"`framebus doctor --stream {name}` says whether it is in use and how to remove it"
         )
     return str(exc.strerror) if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def _packets_hint(name: str) -> str:
+    """For ``NAME.CODEC`` (an encoded bridge's packet stream) when ``NAME`` exists: where a
+    subscriber started with --packets keeps its packets (in the stream it was given)."""
+    import os
+
+    from ._bridge.video import CODECS
+
+    stem, _, codec = name.rpartition(".")
+    if not stem or codec not in CODECS or not os.path.exists(f"/dev/shm/framebus.{stem}"):
+        return ""
+    return f'; "{stem}" exists: `framebus bridge subscribe ENDPOINT {stem} --packets` keeps the packets in "{stem}" itself'
 
 
 def build_parser() -> argparse.ArgumentParser:

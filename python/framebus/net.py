@@ -81,11 +81,13 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     key may). ``status``: keep a record for ``framebus ls``.
 
     ``encode``: ``"h264"``, ``"hevc"``, ``"av1"`` or ``"mjpeg"`` encodes the stream (uint8
-    images of shape (h, w), (h, w, 3) or (h, w, 4), even sizes) with low-latency settings and
+    images of shape (h, w) or (h, w, 3), even sizes) with low-latency settings and
     sends one packet per picture; ``bitrate`` (bits/s, or a string such as ``"8M"``; default
     8M), ``gop`` (frames between keyframes, default 30) and ``encoder`` (``"auto"``: the first
     hardware encoder that works here, else software; or an FFmpeg encoder name such as
-    ``"libx264"``) tune it. The packets go through the packet stream ``NAME.CODEC`` (created
+    ``"libx264"``) tune it. These codecs have no alpha plane: an (h, w, 4) stream is a
+    ValueError unless ``drop_alpha=True``, which sends its first three channels (the
+    subscriber's stream is then (h, w, 3)). The packets go through the packet stream ``NAME.CODEC`` (created
     and removed by the publisher); each subscriber starts with a keyframe, forced for it when
     it joins (at most one forced every 0.25 s), and one that misses a packet is sent nothing
     until the next keyframe. Works the same on both engines. Needs PyAV (``framebus[video]``);
@@ -130,7 +132,9 @@ def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions
     The local stream is created with the publisher's dtype, shape, metadata capacity and slot
     count (``slots`` overrides the latter), re-created when the publisher's spec changes (local
     readers reopen it), and removed on ``stop()`` unless ``keep=True`` or it was not created by
-    this bridge. An existing stream of the same spec is written into. Each frame is copied once,
+    this bridge. An existing stream of the same spec is written into; one left by a subscriber
+that was killed (readers still attached) is taken over as it is, decoded video included, so
+its readers go on getting frames after a restart. Each frame is copied once,
     from ZeroMQ's receive buffer into its slot. When the publisher's source is ended, the local
     stream is ended too (``Stream.end()``; ``source_ended`` is then True): local readers get
     every frame, then StreamEndedError; the next frame that arrives starts it again.

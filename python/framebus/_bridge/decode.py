@@ -18,15 +18,16 @@ import dataclasses
 import threading
 from typing import Any, Dict, Optional, Tuple
 
+import numpy as np
+
 from .. import _stream
-from ..errors import StreamEndedError, StreamExistsError, StreamTimeoutError
-from ..info import stat as _stat
+from ..errors import StreamEndedError, StreamTimeoutError
 from . import video
 from .base import SLICE_S, TICK_S, BridgeStats
 from .encode import packet_stream_name
 from .errors import ProtocolError, SpecMismatchError
 from .options import SubscribeOptions
-from .subscriber import Subscriber
+from .subscriber import Subscriber, local_stream
 
 
 class DecoderStage:
@@ -162,19 +163,9 @@ class DecoderStage:
             raise SpecMismatchError(f"the publisher's pictures have shape {tuple(shape)}; this subscriber expects {tuple(self.expect_shape)}")
         if self._raw is not None:
             self.stop_raw()
-        name = self.raw_name
-        try:
-            raw, owned = _stream.create(name, shape=shape, dtype="uint8", slots=self.slots or 4, meta_capacity=self._meta_capacity), True
-        except StreamExistsError:
-            info = _stat(name)
-            if not info.creator_alive:  # left by a subscriber that died: ours now
-                _stream.unlink(name)
-                return self._open_raw(shape)
-            raw, owned = _stream.open(name), False
-            if raw.shape != tuple(shape) or str(raw.dtype) != "uint8":
-                have = (raw.shape, raw.dtype)
-                raw.close()
-                raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} dtype {have[1]}; the publisher's pictures are {tuple(shape)} uint8: remove it or subscribe into another name")
+        # The same rule as for a raw bridge's local stream: a stream left by a subscriber that
+        # died (readers still attached) is taken over, not replaced, so its readers go on.
+        raw, owned = local_stream(self.raw_name, tuple(shape), np.dtype(np.uint8), self.slots or 4, self._meta_capacity)
         raw.set_role("bridge in", f"decoded {self.codec}")
         self._raw, self._owned = raw, owned
         return raw

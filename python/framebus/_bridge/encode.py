@@ -46,7 +46,7 @@ class EncoderStage:
         self.mode = mode
         src = _stream.open(source, mode=mode, device="cpu")
         try:
-            self.height, self.width, self.channels = _geometry(source, src)
+            self.height, self.width, self.channels = _geometry(source, src, settings.drop_alpha)
             self.encoder_name = video.pick_encoder(settings)
             self.packet_name = packet_stream_name(source, settings.codec)
             # Room for a packet: half a raw picture, and (for rate-capped encoders, whose
@@ -75,7 +75,7 @@ class EncoderStage:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name=f"framebus-encode-{source}", daemon=True)
         self._want_key = False
-        self._last_key = 0.0
+        self._last_forced = -video.KEY_MIN_INTERVAL
         self._enc: Optional[video.PictureEncoder] = None
         self._session = 0
         self._index = 0
@@ -129,7 +129,9 @@ class EncoderStage:
                 continue
             with frame:
                 now = time.monotonic()
-                force = self._enc is None or (self._want_key and now - self._last_key >= video.KEY_MIN_INTERVAL)
+                # The limit counts forced keyframes only: a joiner right after one of the
+                # encoder's own (every gop pictures) does not wait for the limit.
+                force = self._enc is None or (self._want_key and now - self._last_forced >= video.KEY_MIN_INTERVAL)
                 if self._enc is None:
                     self._enc = video.PictureEncoder(self.encoder_name, self.settings, self.width, self.height, self.channels)
                     self._session, self._index = secrets.randbits(32), 0
@@ -137,13 +139,13 @@ class EncoderStage:
                 ts, fid, meta = frame.timestamp_ns, frame.frame_id, bytes(frame.meta)
             if force:
                 self._want_key = False
+                self._last_forced = now
                 self.forced_keyframes += 1
             self.pictures += 1
             if now >= self._label_at + 1.0:
                 self._label(now)
             for data, key in packets:
                 if key:
-                    self._last_key = now
                     self.keyframes += 1
                 self._put(data, key, ts, fid, meta)
 
@@ -175,7 +177,7 @@ class EncoderStage:
         except (FileNotFoundError, StreamNotFoundError):
             return False
         try:
-            geometry = _geometry(self.source, src)
+            geometry = _geometry(self.source, src, self.settings.drop_alpha)
         except InvalidArgumentError:
             src.close()
             raise
@@ -190,7 +192,9 @@ class EncoderStage:
         return self.mode == "latest" and src.write_sequence > 0
 
     def _put(self, data: bytes, key: bool, ts: int, fid: int, meta: bytes) -> None:
-        header = video.pack_header(video.PacketHeader(key, self.channels, self.width, self.height, self._session, self._index))
+        # 4-channel pictures (only with drop_alpha) are sent as colour: the decoder makes 3.
+        sent = 3 if self.channels == 4 else self.channels
+        header = video.pack_header(video.PacketHeader(key, sent, self.width, self.height, self._session, self._index))
         if len(data) > self._out.size:
             raise BridgeError(f"a {len(data)}-byte packet does not fit the packet stream ({self._out.size} bytes); lower the bitrate")
         self._index += 1
@@ -221,9 +225,10 @@ class EncoderStage:
         }
 
 
-def _geometry(name: str, src: Any) -> Tuple[int, int, int]:
+def _geometry(name: str, src: Any, drop_alpha: bool) -> Tuple[int, int, int]:
     """(height, width, channels) of the pictures of stream ``src``; InvalidArgumentError for a
-    stream an encoder cannot take."""
+    stream an encoder cannot take (4 channels without ``drop_alpha``: no codec here has an
+    alpha plane, so the alpha channel would be lost without a word)."""
     shape = tuple(src.shape or ())
     if src.variable or src.dtype is None or str(src.dtype) != "uint8" or len(shape) not in (2, 3):
         raise InvalidArgumentError(
@@ -234,6 +239,12 @@ def _geometry(name: str, src: Any) -> Tuple[int, int, int]:
     channels = 1 if len(shape) == 2 else shape[2]
     if channels not in video.PIXEL_FORMATS or height % 2 or width % 2:
         raise InvalidArgumentError(f"stream {name!r} has frames of shape {src.shape}; an encoded bridge takes even widths and heights and 1, 3 or 4 channels")
+    if channels == 4 and not drop_alpha:
+        raise InvalidArgumentError(
+            f"stream {name!r} has 4-channel frames (shape {src.shape}), and video codecs have no alpha plane: an encoded bridge "
+            "would lose the 4th channel. Pass drop_alpha=True (framebus bridge publish --drop-alpha) to send the first three "
+            "channels only (the subscriber's stream then has shape (height, width, 3)), or publish without encode= to carry all four"
+        )
     return height, width, channels
 
 
@@ -249,7 +260,7 @@ class VideoPublishing(Publisher):
     def __init__(self, stream_name: str, endpoint: str, options: PublishOptions, *engine_args: Any) -> None:
         if not isinstance(stream_name, str):
             raise TypeError(f"stream_name must be a str, got {stream_name!r}")
-        settings = video.VideoSettings.of(options.encode, options.bitrate, options.gop, options.encoder)
+        settings = video.VideoSettings.of(options.encode, options.bitrate, options.gop, options.encoder, options.drop_alpha)
         if options.compress is not None:
             raise InvalidArgumentError("compress= does not apply to an encoded bridge (its packets are compressed already); leave it out")
         self.encoder = EncoderStage(stream_name, settings, options.mode)

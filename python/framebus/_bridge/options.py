@@ -53,7 +53,9 @@ class PublishOptions(LinkOptions):
     directory of the public certificates of the subscribers allowed in. ``encode`` ``"h264"``,
     ``"hevc"``, ``"av1"`` or ``"mjpeg"`` sends encoded packets instead of raw frames, at
     ``bitrate`` (bits/s or "8M"), a keyframe every ``gop`` frames, with ``encoder`` ("auto": a
-    hardware one that works here, else software; or an FFmpeg encoder name); see docs/video.md."""
+    hardware one that works here, else software; or an FFmpeg encoder name); ``drop_alpha``
+    lets an encoded bridge take (h, w, 4) images and send their first three channels only (no
+    codec here carries alpha: without it such a stream is refused); see docs/video.md."""
 
     mode: str = "latest"
     compress: Any = None
@@ -64,11 +66,17 @@ class PublishOptions(LinkOptions):
     bitrate: Any = None
     gop: Optional[int] = None
     encoder: Optional[str] = None
+    drop_alpha: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.encode is None and (self.bitrate, self.gop, self.encoder) != (None, None, None):
-            raise InvalidArgumentError("bitrate, gop and encoder apply to an encoded bridge: give encode='h264' (or hevc, av1, mjpeg) too")
+        if not isinstance(self.drop_alpha, bool):
+            raise TypeError(f"drop_alpha must be True or False, got {self.drop_alpha!r}")
+        if self.encode is None and ((self.bitrate, self.gop, self.encoder) != (None, None, None) or self.drop_alpha):
+            raise InvalidArgumentError(
+                "bitrate, gop, encoder and drop_alpha apply to an encoded bridge: give encode='h264' (or hevc, av1, mjpeg) too "
+                "(a raw bridge carries every channel, alpha included)"
+            )
         if self.mode not in ("latest", "lossless"):
             raise InvalidArgumentError(f"mode must be 'latest' or 'lossless', got {self.mode!r}")
         if isinstance(self.copy_threshold, bool) or not isinstance(self.copy_threshold, int) or self.copy_threshold < 0:

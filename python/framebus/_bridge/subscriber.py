@@ -43,6 +43,11 @@ from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchEr
 #: Decompress straight into a loaned slot (tests turn this off to cover the other path).
 USE_LOANS = True
 
+#: Seconds before a HELLO that could not be queued is tried again (doubling up to SLICE_S): a
+#: subscriber started just now says HELLO before its connection is up, and the answer to the
+#: retry is what a late joiner waits for.
+HELLO_RETRY_S = 0.002
+
 
 class Subscriber(Bridge):
     """Receives a remote stream into a local one (the part every engine shares); see
@@ -96,6 +101,7 @@ class Subscriber(Bridge):
         self._heard = 0.0
         self._said = 0.0
         self._hello_at = 0.0
+        self._hello_retry = HELLO_RETRY_S
         self._session = secrets.token_hex(8)
         #: Whether the publisher said its source was ended (and no frame came since).
         self.source_ended = False
@@ -133,7 +139,7 @@ class Subscriber(Bridge):
             if now >= deadline:
                 raise PeerTimeoutError(self._no_answer())
             self._maybe_hello(now)
-            self._receive(min(SLICE_S, deadline - now), until_connected=True)
+            self._receive(min(self._until_hello(), deadline - now), until_connected=True)
 
     def _cleanup(self) -> None:
         sock = self._sock
@@ -156,7 +162,11 @@ class Subscriber(Bridge):
             now = time.monotonic()
             if now >= self._next_tick:
                 self._tick(now)
-            self._receive(SLICE_S)
+            elif not self.connected:
+                # HELLO keeps its own schedule while no publisher has answered (not the tick's,
+                # every TICK_S): a HELLO the transport could not queue yet is retried at once.
+                self._maybe_hello(now)
+            self._receive(SLICE_S if self.connected else self._until_hello())
 
     def _tick(self, now: float) -> None:
         self._next_tick = now + min(TICK_S, self.heartbeat_ivl / 2)
@@ -169,8 +179,14 @@ class Subscriber(Bridge):
         if now - self._rate_at >= TICK_S:
             self._tick_rates(now)
 
+    def _until_hello(self) -> float:
+        """Seconds to wait for a message before the next HELLO is due (at most SLICE_S)."""
+        return min(SLICE_S, max(0.0, self._hello_at - time.monotonic()))
+
     def _maybe_hello(self, now: float) -> None:
-        """Says HELLO while no publisher has answered: at once, then every heartbeat_ivl."""
+        """Says HELLO while no publisher has answered: at once, then every heartbeat_ivl. One
+        the transport could not queue (the connection is still being made) is tried again
+        after HELLO_RETRY_S, doubling up to SLICE_S."""
         if self.connected or now < self._hello_at:
             return
         body = {
@@ -178,7 +194,10 @@ class Subscriber(Bridge):
             "name": self.stream_name, "host": _socket.gethostname(), "session": self._session,
         }
         # A HELLO that could not be queued (no connection yet) is retried soon.
-        self._hello_at = now + (self.heartbeat_ivl if self._say(P.pack_json(P.HELLO, body)) else SLICE_S)
+        if self._say(P.pack_json(P.HELLO, body)):
+            self._hello_at, self._hello_retry = now + self.heartbeat_ivl, HELLO_RETRY_S
+        else:
+            self._hello_at, self._hello_retry = now + self._hello_retry, min(SLICE_S, 2 * self._hello_retry)
 
     def _say(self, msg: bytes) -> bool:
         if not self._sock.send(msg):
@@ -426,39 +445,7 @@ class Subscriber(Bridge):
         self.state = "running"
 
     def _make_stream(self, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int, variable: bool = False) -> Tuple[Any, bool]:
-        name = self.stream_name
-        for _ in range(3):
-            try:
-                if variable:
-                    return _stream.create(name, capacity=shape[0], slots=slots, meta_capacity=meta_capacity), True
-                return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
-            except StreamExistsError:
-                pass
-            try:
-                info = _stat(name)
-            except FileNotFoundError:
-                continue
-            same = (
-                (info.capacity == shape[0] if variable else info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape))
-                and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
-            )
-            if info.creator_alive and not info.stale:
-                if not same:
-                    have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
-                    sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
-                    raise SpecMismatchError(
-                        f"local stream {name!r} exists with {have}, and another process owns it; "
-                        f"the publisher sends {sends}: remove it or subscribe into another name"
-                    )
-                return _stream.open(name), False
-            if same and not info.stale:
-                # Left by a subscriber that died, readers still attached: carry on in it.
-                return _stream.open(name), True
-            try:
-                _stream.unlink(name)  # stale, or of another spec and nobody's: replace it
-            except FileNotFoundError:
-                pass
-        raise BridgeError(f"cannot create local stream {name!r}: it keeps being re-created by another process")
+        return local_stream(self.stream_name, shape, dt, slots, meta_capacity, variable)
 
     def _drop_stream(self, *, unlink: bool) -> None:
         s, self._stream = self._stream, None
@@ -471,3 +458,45 @@ class Subscriber(Bridge):
                 s.close()
         else:
             s.close()
+
+
+def local_stream(name: str, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int, variable: bool = False) -> Tuple[Any, bool]:
+    """Creates a bridge's local stream ``name`` or opens the one there is, and whether this
+    bridge owns it (writes into it as its creator would, and removes it on stop): the rule
+    for every stream a subscriber writes (received frames, decoded pictures). A stream of the
+    same spec whose creator is alive is written into (not owned); one left by a subscriber that
+    died (creator dead, not stale: readers still attached) is taken over as it is (the same
+    segment, so its readers and recordings go on); a stale one, or a dead creator's stream of
+    another spec, is replaced. SpecMismatchError for a live process's stream of another spec."""
+    for _ in range(3):
+        try:
+            if variable:
+                return _stream.create(name, capacity=shape[0], slots=slots, meta_capacity=meta_capacity), True
+            return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
+        except StreamExistsError:
+            pass
+        try:
+            info = _stat(name)
+        except FileNotFoundError:
+            continue
+        same = (
+            (info.capacity == shape[0] if variable else info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape))
+            and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
+        )
+        if info.creator_alive and not info.stale:
+            if not same:
+                have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
+                sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
+                raise SpecMismatchError(
+                    f"local stream {name!r} exists with {have}, and another process owns it; "
+                    f"the publisher sends {sends}: remove it or subscribe into another name"
+                )
+            return _stream.open(name), False
+        if same and not info.stale:
+            # Left by a subscriber that died, readers still attached: carry on in it.
+            return _stream.open(name), True
+        try:
+            _stream.unlink(name)  # stale, or of another spec and nobody's: replace it
+        except FileNotFoundError:
+            pass
+    raise BridgeError(f"cannot create local stream {name!r}: it keeps being re-created by another process")

@@ -121,15 +121,18 @@ def _av() -> Any:
 @dataclass(frozen=True)
 class VideoSettings:
     """An encoded bridge's settings (checked): ``codec``, ``bitrate`` (bits/s), ``gop`` (frames
-    between keyframes), ``encoder`` (a name, or ``"auto"``)."""
+    between keyframes), ``encoder`` (a name, or ``"auto"``), ``drop_alpha`` (take 4-channel
+    images and send their first three channels; without it they are refused, as no codec here
+    has an alpha plane)."""
 
     codec: str
     bitrate: int = DEFAULT_BITRATE
     gop: int = DEFAULT_GOP
     encoder: str = "auto"
+    drop_alpha: bool = False
 
     @classmethod
-    def of(cls, codec: Any, bitrate: Any = None, gop: Any = None, encoder: Any = None) -> "VideoSettings":
+    def of(cls, codec: Any, bitrate: Any = None, gop: Any = None, encoder: Any = None, drop_alpha: bool = False) -> "VideoSettings":
         if codec not in CODECS:
             raise InvalidArgumentError(f"encode must be one of {', '.join(CODECS)} (or None for raw frames), got {codec!r}")
         gop = DEFAULT_GOP if gop is None else gop
@@ -138,7 +141,7 @@ class VideoSettings:
         encoder = "auto" if encoder is None else encoder
         if not isinstance(encoder, str):
             raise TypeError(f"encoder must be a str ('auto' or an FFmpeg encoder name), got {encoder!r}")
-        return cls(codec, parse_bitrate(DEFAULT_BITRATE if bitrate is None else bitrate), gop, encoder)
+        return cls(codec, parse_bitrate(DEFAULT_BITRATE if bitrate is None else bitrate), gop, encoder, bool(drop_alpha))
 
 
 _probed: Dict[str, bool] = {}

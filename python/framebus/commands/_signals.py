@@ -4,7 +4,9 @@ Every command exits 130 after Ctrl-C (SIGINT) and 143 after SIGTERM (128 + the s
 as shells report a process killed by it), once it has cleaned up: ``cli.main`` makes SIGTERM
 raise :class:`Terminated` (a KeyboardInterrupt), so ``finally`` blocks run for both. Long-running
 commands call :func:`stop_on_signals`: the first signal asks them to stop at their next check,
-a second one insists (KeyboardInterrupt / Terminated at once)."""
+a second one insists (KeyboardInterrupt / Terminated at once). Commands that must always
+clean up (bridges) call :func:`stop_on_signals_and_clean_up` instead: no signal interrupts
+them, their stop is bounded."""
 
 from __future__ import annotations
 
@@ -54,6 +56,22 @@ def stop_on_signals(stop: threading.Event) -> None:
         _received.append(signum)
         if stop.is_set():
             raise interrupt(signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def stop_on_signals_and_clean_up(stop: threading.Event) -> None:
+    """For commands whose clean-up must always finish (a bridge removes the streams it created,
+    its encoder's packet stream included): every SIGINT or SIGTERM sets ``stop`` and none
+    raises, so two signals in quick succession (a second Ctrl-C, or ``timeout -s INT`` and a
+    terminal signalling the whole process group) still let the command stop cleanly; its own
+    waits are bounded. :func:`stopped_status` gives the exit status afterwards."""
+    _received.clear()
+
+    def handler(signum: int, frame: Any) -> None:
+        _received.append(signum)
         stop.set()
 
     signal.signal(signal.SIGINT, handler)

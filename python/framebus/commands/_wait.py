@@ -38,7 +38,14 @@ def wait_for_stream(name: str, seconds: float) -> None:
             if time.monotonic() >= deadline:
                 if seconds > 0 and exc.strerror:
                     waited = exc.strerror.replace("does not exist", f"does not exist (waited {seconds:g} s)", 1)
-                    raise type(exc)(exc.errno, waited) from None
+                    gave_up = type(exc)(exc.errno, waited)
+                    # What the command line says about a missing stream (cli.error_text: start
+                    # the program that writes it) needs the stream's name and path, as without --wait.
+                    for attr in ("stream", "path"):
+                        if hasattr(exc, attr):
+                            setattr(gave_up, attr, getattr(exc, attr))
+                    gave_up.waited = seconds  # type: ignore[attr-defined]
+                    raise gave_up from None
                 raise
         else:
             # A segment being created is empty or has no readable header for a moment.

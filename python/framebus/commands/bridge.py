@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from ._args import int_range, positive_float, positive_int, stream_name
-from ._signals import stop_on_signals, stopped_status
+from ._signals import stop_on_signals_and_clean_up, stopped_status
 from ._wait import add_wait_argument
 
 HELP = "bridge streams across machines over ZeroMQ or Zenoh: publish NAME ENDPOINT | subscribe ENDPOINT NAME | keys DIR"
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub.add_argument("--bitrate", default=None, metavar="RATE", help="with --encode: bits per second, e.g. 8M or 800k (default 8M)")
     pub.add_argument("--gop", type=positive_int, default=None, help="with --encode: frames between keyframes (default 30)")
     pub.add_argument("--encoder", default=None, metavar="NAME", help="with --encode: auto (a hardware encoder that works here, else software; default) or an FFmpeg encoder such as libx264, h264_nvenc")
+    pub.add_argument("--drop-alpha", action="store_true", help="with --encode: take HxWx4 images and send their first three channels only (video codecs have no alpha plane; without this a 4-channel stream is refused)")
     pub.add_argument("--curve-certificate", metavar="FILE", help="this end's secret certificate (.key_secret): turns CURVE encryption on")
     pub.add_argument("--curve-location", metavar="DIR", help="directory of the public certificates of the subscribers allowed in")
     add_wait_argument(pub)
@@ -125,14 +126,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "publish":
             wait_for_stream(args.name, args.wait)  # Ctrl-C here: KeyboardInterrupt, exit 130
-            stop_on_signals(stop)  # a clean stop: BYE to the other end
+            # Any number of signals: a clean stop (BYE to the other end, the packet stream of
+            # --encode removed); none interrupts the clean-up, whose waits are bounded.
+            stop_on_signals_and_clean_up(stop)
             bridge: Any = net.publish(args.name, args.endpoint, net.PublishOptions(
                 mode=args.mode, compress=args.compress, curve_certificate=args.curve_certificate,
                 curve_location=args.curve_location, hwm=args.hwm, heartbeat_ivl=args.heartbeat_ivl, peer_timeout=args.peer_timeout,
-                encode=args.encode, bitrate=args.bitrate, gop=args.gop, encoder=args.encoder,
+                encode=args.encode, bitrate=args.bitrate, gop=args.gop, encoder=args.encoder, drop_alpha=args.drop_alpha,
             ), **engine_fields(args))
         else:
-            stop_on_signals(stop)  # a clean stop: BYE to the other end, local stream removed
+            stop_on_signals_and_clean_up(stop)  # a clean stop: BYE to the other end, local streams removed
             # timeout=None: connect in the background; this thread waits for the publisher's
             # answer itself, so that Ctrl-C stops the wait at once.
             bridge = net.subscribe(args.endpoint, args.name, net.SubscribeOptions(
@@ -182,13 +185,10 @@ def _connected(bridge: Any, timeout: float, stop: threading.Event) -> bool:
 
 
 def _stop(bridge: Any, action: str) -> bool:
-    """Stops the bridge; True (after saying why) when it had failed."""
+    """Stops the bridge (signals do not interrupt it: see stop_on_signals_and_clean_up); True
+    (after saying why) when it had failed."""
     try:
-        try:
-            bridge.stop()
-        except KeyboardInterrupt:  # a second signal: still let the bridge remove its stream
-            bridge.stop(timeout=5.0)
-            raise
+        bridge.stop()
     except Exception as exc:  # noqa: BLE001 - the bridge's own error, reported to the user
         from ..cli import error_text
 

@@ -6,7 +6,10 @@ frames. Each way the file is finalised, playable and holds exactly the frames re
 status is 0, or 130 after Ctrl-C (143 after SIGTERM) with the file complete all the same (a
 second signal stops at once, still finishing the file). When no frame was recorded (the stream
 had already ended, or nothing came) no file is written, the message says so and the exit status
-is 1 (130/143 when a signal stopped it).
+is 1 (130/143 when a signal stopped it). When the stream is replaced by a new stream of the
+same name (its producer, or the bridge writing it, restarted and created it anew) while the
+recording waits for a frame, the recording stops with the frames it has (the file finished),
+says so and exits 1: run record again to record the new stream.
 
 FFmpeg runs in its own session (see ``framebus.ffmpeg``): the terminal's Ctrl-C reaches only
 this command, which then finishes the file itself.
@@ -100,14 +103,15 @@ def run(args: argparse.Namespace) -> int:
     from framebus.errors import StreamEndedError
     from framebus.ffmpeg import VideoWriter, find_ffmpeg, frame_layout
 
+    from ._segment import REPLACED_ERRORS, open_watched
     from ._wait import wait_for_stream
 
     wait_for_stream(args.name, args.wait)  # a missing stream: exit 1 (cli.py)
-    stream = framebus.open(args.name, mode="lossless", device="cpu")  # a device stream: its CPU mirror
+    stream, segment = open_watched(args.name, mode="lossless", device="cpu")  # a device stream: its CPU mirror
     stream.set_role("record", args.out)
     if stream.variable:
         try:
-            return _record_packets(stream, args)
+            return _record_packets(stream, segment, args)
         finally:
             stream.close()
     writer: Any = None
@@ -128,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         # or not taken at all (a KeyboardInterrupt could fall between the two).
         stop = threading.Event()
         stop_on_signals(stop)
-        ended = False
+        ended = replaced = False
         try:
             try:
                 last_frame = time.perf_counter()
@@ -141,12 +145,18 @@ def run(args: argparse.Namespace) -> int:
                         # A new array per frame: the writer holds it until FFmpeg has read it.
                         pub = stream.read_new_publication(timeout=0.25)
                     except TimeoutError:
+                        if segment.replaced():  # no frame will come to this handle
+                            replaced = True
+                            break
                         if args.idle and time.perf_counter() - last_frame >= args.idle:
                             break
                         display.update(frames, stream.total_missed)
                         continue
                     except StreamEndedError:  # every frame was read: a normal end
                         ended = True
+                        break
+                    except REPLACED_ERRORS:
+                        replaced = True
                         break
                     last_frame = time.perf_counter()
                     if writer is None:  # the first frame: it may carry the rate
@@ -176,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
         stream.close()
     elapsed = time.perf_counter() - start
     interrupted = stopped_by_signal()
+    if replaced:
+        return _replaced(args, segment, frames, f"frames in {elapsed:.1f} s into {args.out} at {writer.fps:g} fps{fps_note}" if frames else "")
     if not frames:
         why = "stopped by a signal" if interrupted else "the stream had ended: its writer ended it before any new frame" if ended else "no frame arrived"
         if writer is None and os.path.exists(args.out):
@@ -186,9 +198,22 @@ def run(args: argparse.Namespace) -> int:
     return stopped_status()
 
 
-def _record_packets(stream: Any, args: argparse.Namespace) -> int:
+def _replaced(args: argparse.Namespace, segment: Any, frames: int, where: str) -> int:
+    """Says that the stream was replaced (or removed, with nobody writing it) while recording,
+    with what was recorded; exit status 1 (or the signal's, when one came too)."""
+    from ._segment import REPLACED
+
+    done = f"recorded {frames} {where}; the file is complete" if frames else f"nothing was recorded and no file was written to {args.out}"
+    what = segment.what()
+    why, then = (" (its producer restarted)", "run framebus record again to record the new stream") if what == REPLACED else ("", "nothing more will come to it")
+    print(f"framebus record: stream {args.name!r} {what}{why}, so no more frames could come to this recording: {done}; {then}", file=sys.stderr)
+    return stopped_status() or 1
+
+
+def _record_packets(stream: Any, segment: Any, args: argparse.Namespace) -> int:
     """Records a variable-shape stream of encoded packets (see record_packets). A frame that is
     not a packet: its message and exit code 1 (a runtime error, as cli.py gives FFmpeg's)."""
+    from ._segment import StreamReplaced
     from .record_packets import PacketError, record_packets
 
     display = _Display(args, f"recording {args.name!r} -> {args.out} (packets, -c copy)")
@@ -202,13 +227,18 @@ def _record_packets(stream: Any, args: argparse.Namespace) -> int:
         frames = n
         display.update(n, stream.total_missed)
 
+    replaced = False
     try:
-        ended = record_packets(stream, args, stop, update)
+        ended = record_packets(stream, args, stop, update, segment)
     except PacketError as exc:
         print(exc.code, file=sys.stderr)
         return 1
+    except StreamReplaced:
+        replaced = True
     finally:
         display.close(frames, stream.total_missed)
+    if replaced:
+        return _replaced(args, segment, frames, f"packets in {time.perf_counter() - start:.1f} s into {args.out}")
     if not frames:
         return nothing_recorded(args, "stopped by a signal" if stopped_by_signal() else "the stream had ended" if ended else "no packet arrived")
     why = " (stopped by Ctrl-C)" if stopped_by_signal() else " (the stream ended)" if ended else ""

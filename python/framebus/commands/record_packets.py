@@ -42,13 +42,17 @@ def _starts_file(frame: Any) -> bool:
     return header is None or header.key
 
 
-def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None]) -> bool:
+def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None], segment: Any = None) -> bool:
     """Feeds every new packet of ``stream`` to FFmpeg until the writer ends the stream,
     ``stop``, --frames, --seconds or --idle, then lets FFmpeg finish the file; ``update`` gets
     the count of packets written after each one. Returns whether the stream ended. Raises
-    PacketError for a frame that is not a packet and FFmpegError when FFmpeg fails."""
+    PacketError for a frame that is not a packet, FFmpegError when FFmpeg fails, and (the file
+    finished first) StreamReplaced when the stream was replaced by a new stream of the same
+    name (``segment``, a ``_segment.Segment``, checked while no packet comes)."""
     from framebus.errors import FFmpegError, StreamEndedError
     from framebus.ffmpeg import DETACHED, find_ffmpeg
+
+    from ._segment import REPLACED, REPLACED_ERRORS, StreamReplaced
 
     ffmpeg = find_ffmpeg(args.ffmpeg)
     proc: Optional["subprocess.Popen[bytes]"] = None
@@ -63,12 +67,16 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
             try:
                 frame = stream.wait_view(0.25)
             except TimeoutError:
+                if segment is not None and segment.replaced():
+                    raise StreamReplaced(f"stream {stream.name!r} {REPLACED}") from None
                 if args.idle and time.perf_counter() - last >= args.idle:
                     break
                 continue
             except StreamEndedError:  # every packet was read: a normal end
                 ended = True
                 break
+            except REPLACED_ERRORS:
+                raise StreamReplaced(f"stream {stream.name!r} {REPLACED}") from None
             with frame:
                 codec = check_packet(frame, codec, frame.seq)
                 if proc is None and not _starts_file(frame):
