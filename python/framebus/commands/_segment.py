@@ -10,9 +10,9 @@ from typing import Any, Optional, Tuple, Type
 
 from .. import errors
 
-#: What the library raises when a waiting read learns that its stream was replaced (a framebus
-#: whose core reports it); the commands then say the same as after their own check.
-REPLACED_ERRORS: Tuple[Type[BaseException], ...] = tuple(c for c in (getattr(errors, "StreamReplacedError", None),) if c is not None)
+#: What the library raises when a waiting read learns that its stream was replaced; the commands
+#: then say the same as after their own check.
+REPLACED_ERRORS: Tuple[Type[BaseException], ...] = (errors.StreamReplacedError,)
 
 #: How a command says it (``framebus hz`` uses the same words).
 REPLACED = "was replaced by a new stream of the same name"
