@@ -21,7 +21,6 @@ from ._device import parse_device
 from .errors import (
     InvalidArgumentError,
     StreamClosedError,
-    StreamExistsError,
     StreamNotFoundError,
     StreamNotReadyError,
     StreamPermissionError,

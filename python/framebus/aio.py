@@ -19,7 +19,9 @@ from ._convert import timeout_seconds
 from .errors import StreamClosedError, StreamTimeoutError
 
 if TYPE_CHECKING:
-    from ._stream import Stream
+    # The native handle (framebus.Stream is a subclass): this module never imports _stream,
+    # which imports it back for Stream's async methods.
+    from ._native import Stream
 
 __all__ = ["read_new_async", "wait_view_async", "wait_after_async", "iterate"]
 

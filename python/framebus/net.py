@@ -212,3 +212,21 @@ def _options(kind: Any, options: Any, fields: Any) -> Any:
     except TypeError as exc:
         known = ", ".join(f.name for f in dataclasses.fields(kind))
         raise TypeError(f"{exc}; the options are: {known}") from None
+
+
+def _default_publisher(options: PublishOptions) -> type:
+    """The ZeroMQ engine's publisher class for ``options`` (what ``Publisher(...)`` makes)."""
+    from ._bridge.zmq_engine import ZmqPublisher, ZmqVideoPublisher
+
+    return ZmqVideoPublisher if getattr(options, "encode", None) is not None else ZmqPublisher
+
+
+def _default_subscriber() -> type:
+    """The ZeroMQ engine's subscriber class (what ``Subscriber(...)`` makes)."""
+    from ._bridge.zmq_engine import ZmqSubscriber
+
+    return ZmqSubscriber
+
+
+Publisher.default_engine = _default_publisher
+Subscriber.default_engine = _default_subscriber

@@ -32,7 +32,7 @@ import os
 import secrets
 import socket as _socket
 import time
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from .. import _stream
 from ..errors import StreamEndedError, StreamNotFoundError
@@ -94,14 +94,19 @@ class Publisher(Bridge):
     #: The engine's name ("zmq", "zenoh").
     engine = ""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Publisher":
-        """``Publisher(name, endpoint, options)`` itself makes the ZeroMQ engine's publisher
-        (with ``encode=``, its encoded one), as ``framebus.net.publish`` does by default."""
-        if cls is Publisher:
-            from .zmq_engine import ZmqPublisher, ZmqVideoPublisher
+    #: What ``Publisher(name, endpoint, options)`` itself makes: the default engine's publisher
+    #: class for those options, set by ``framebus.net`` (the door that knows the engines; this
+    #: module never imports an engine, which imports it).
+    default_engine: Optional[Callable[[PublishOptions], type]] = None
 
-            options = args[2] if len(args) > 2 else kwargs.get("options")
-            cls = ZmqVideoPublisher if getattr(options, "encode", None) is not None else ZmqPublisher
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Publisher":
+        """``Publisher(name, endpoint, options)`` itself makes the default (ZeroMQ) engine's
+        publisher (with ``encode=``, its encoded one), as ``framebus.net.publish`` does."""
+        if cls is Publisher:
+            if Publisher.default_engine is None:
+                raise TypeError("Publisher is the engines' base class: use framebus.net.publish() or framebus.net.Publisher after importing framebus.net")
+            options = args[2] if len(args) > 2 else kwargs.get("options", PublishOptions())
+            cls = Publisher.default_engine(options)
         return super().__new__(cls)
 
     def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions()) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import secrets
 import socket as _socket
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -57,13 +57,17 @@ class Subscriber(Bridge):
     #: The engine's name ("zmq", "zenoh").
     engine = ""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Subscriber":
-        """``Subscriber(endpoint, local_name, options)`` itself makes the ZeroMQ engine's
-        subscriber, as ``framebus.net.subscribe`` does by default."""
-        if cls is Subscriber:
-            from .zmq_engine import ZmqSubscriber
+    #: What ``Subscriber(endpoint, local_name, options)`` itself makes: the default engine's
+    #: subscriber class, set by ``framebus.net`` (this module never imports an engine).
+    default_engine: Optional[Callable[[], type]] = None
 
-            cls = ZmqSubscriber
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Subscriber":
+        """``Subscriber(endpoint, local_name, options)`` itself makes the default (ZeroMQ)
+        engine's subscriber, as ``framebus.net.subscribe`` does."""
+        if cls is Subscriber:
+            if Subscriber.default_engine is None:
+                raise TypeError("Subscriber is the engines' base class: use framebus.net.subscribe() or framebus.net.Subscriber after importing framebus.net")
+            cls = Subscriber.default_engine()
         return super().__new__(cls)
 
     def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:

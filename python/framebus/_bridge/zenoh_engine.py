@@ -35,7 +35,6 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("the Zenoh engine needs eclipse-zenoh: pip install 'framebus[zenoh]'") from _exc
 
 from ..errors import InvalidArgumentError
-from . import protocol as P
 from . import zenoh_wire
 from .decode import VideoSubscribing
 from .encode import VideoPublishing

@@ -31,14 +31,12 @@ import threading
 import time
 from typing import Any, Optional
 
+from ._frame_rate import DEFAULT_FPS, fps_in_meta
 from ._signals import stop_on_signals, stopped_by_signal, stopped_status
 
 HELP = "encode every frame of a live stream into a video file with FFmpeg (Ctrl-C stops cleanly)"
 
 #: The frame rate of a file when neither --fps nor the stream's frames give one.
-DEFAULT_FPS = 30.0
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ._args import non_negative_float, non_negative_int, positive_float, stream_name
     from ._wait import add_wait_argument
@@ -71,21 +69,6 @@ def pix_fmt_for(shape: tuple, dtype: Any) -> str:
     raise SystemExit(f"framebus record: frames of shape {shape} are not images (HxW, HxWx3 or HxWx4)")
 
 
-def fps_in_meta(meta: Any) -> Optional[float]:
-    """The frame rate a frame's metadata carries: a JSON object with a positive finite number
-    "fps" (what ``framebus play`` writes); None for anything else."""
-    if not meta:
-        return None
-    try:
-        value = json.loads(bytes(meta).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, TypeError):
-        return None
-    fps = value.get("fps") if isinstance(value, dict) else None
-    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not (0 < fps < math.inf):
-        return None
-    return float(fps)
-
-
 def fps_meta(fps: Optional[float]) -> Optional[bytes]:
     """The metadata ``framebus play`` writes with each frame: the video's frame rate."""
     return json.dumps({"fps": fps}).encode() if fps and 0 < fps < math.inf else None
@@ -99,7 +82,6 @@ def nothing_recorded(args: argparse.Namespace, why: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import framebus
     from framebus.errors import StreamEndedError
     from framebus.ffmpeg import VideoWriter, find_ffmpeg, frame_layout
 

@@ -83,7 +83,7 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
                     continue  # a file starts at a keyframe: earlier packets would not decode
                 if proc is None:
                     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", DEMUXERS.get(codec, codec)]
-                    from .record import DEFAULT_FPS, fps_in_meta
+                    from ._frame_rate import DEFAULT_FPS, fps_in_meta
 
                     fps = args.fps or fps_in_meta(frame.meta) or DEFAULT_FPS
                     cmd += ["-r", f"{fps:g}", "-i", "-", "-c", "copy", args.out]

@@ -4,12 +4,11 @@ unlink, purge and the ``stream`` context manager."""
 from __future__ import annotations
 
 import glob
-import hashlib
 import math
 import os
 import sys
 from contextlib import contextmanager
-from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -19,7 +18,8 @@ from ..errors import DeviceUnavailableError, InvalidArgumentError, StreamExistsE
 from . import errors as _err
 from . import gpu as _gpu
 from .gpu_handle import GpuSharedMemory
-from .handle import SharedMemory, _pid_alive
+from . import values as _values
+from .handle import SharedMemory
 
 __all__ = ["create", "open", "stat", "list_streams", "unlink", "unlink_quiet", "purge", "stream", "gpu_available", "gpu_supported_dtypes"]
 
@@ -106,15 +106,6 @@ def _shape(shape: Sequence[int]) -> tuple:
     return dims
 
 
-def _generation(name: str) -> tuple:
-    """(creator pid, instance id) of the stream now under ``name``. The instance id is derived
-    from the segment file's identity, which a new stream under the same name never shares."""
-    info = _native.stream_info(name)
-    st = os.stat(info["path"])
-    digest = hashlib.blake2b(f"{st.st_dev}:{st.st_ino}:{info['creator_pid']}".encode(), digest_size=16)
-    return int(info["creator_pid"]), digest.hexdigest()
-
-
 def _exists(name: str) -> bool:
     try:
         _native.stream_info(name)
@@ -125,7 +116,7 @@ def _exists(name: str) -> bool:
 
 def _wrap(stream: _fb.Stream, *, owner: bool, readonly: bool) -> SharedMemory:
     try:
-        pid, instance = _generation(stream.name)
+        pid, instance = _values.generation(stream.name)
     except OSError:  # unlinked between open and now: the handle still works
         pid, instance = (os.getpid() if owner else 0), None
     # A GPU stream reached through its GPU gets the GPU handle; one read from its CPU mirror a
@@ -183,6 +174,9 @@ def create(
     shm = _wrap(s, owner=True, readonly=False)
     shm._auto_unlink = bool(auto_unlink)
     return shm
+
+
+SharedMemory._create = staticmethod(create)
 
 
 def _cuda_unavailable(name: str, device: Optional[str], why: str = "") -> RuntimeError:
@@ -268,7 +262,7 @@ def stat(name: str) -> Dict[str, Any]:
     _name(name)
     try:
         info = _native.stream_info(name)
-        _, instance = _generation(name)
+        _, instance = _values.generation(name)
     except (StreamNotFoundError, FileNotFoundError):
         raise _err.missing(name) from None
     count = int(info["sequence"])
@@ -322,7 +316,7 @@ def _remove_orphaned_cuda_files() -> List[str]:
             pid = int(parts[-2], 16) if len(parts) >= 4 else 0
         except ValueError:
             continue
-        if pid <= 0 or _pid_alive(pid):
+        if pid <= 0 or _values.pid_alive(pid):
             continue
         try:
             os.unlink(path)

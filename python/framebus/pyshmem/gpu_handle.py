@@ -13,7 +13,8 @@ import numpy as np
 from ..errors import StreamClosedError, StreamEmptyError
 from . import errors as _err
 from . import gpu as _gpu
-from .handle import SharedMemory, _frame_id_in, _frame_id_out
+from . import values as _values
+from .handle import SharedMemory
 from .locking import WriteView
 from .publication import Publication
 
@@ -105,7 +106,7 @@ class GpuSharedMemory(SharedMemory):
         src = self._source(value)
         kwargs: dict = {"stream": self._stream()}
         if frame_id is not None:
-            kwargs["frame_id"] = _frame_id_out(frame_id)
+            kwargs["frame_id"] = _values.frame_id_out(frame_id)
         try:
             try:
                 self._native_write(src, **kwargs)
@@ -207,13 +208,13 @@ class GpuSharedMemory(SharedMemory):
         if not safe:
             frame = self._unsafe_frame("take an unsafe publication view from")
             if frame is None:
-                return Publication(self._zeros_view(), 0, _frame_id_in(self._s.frame_id), 0.0, self._s.missed)
-            return Publication(_gpu.user_array(frame), frame.seq, _frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, self._s.missed)
+                return Publication(self._zeros_view(), 0, _values.frame_id_in(self._s.frame_id), 0.0, self._s.missed)
+            return Publication(_gpu.user_array(frame), frame.seq, _values.frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, self._s.missed)
         try:
             arr, seq, ts, fid, _meta = self._device_read_info()
         except StreamClosedError:
             raise _err.closed(self.name, "read a publication from") from None
-        return Publication(arr, seq, _frame_id_in(fid), ts / 1e9, self._s.missed)
+        return Publication(arr, seq, _values.frame_id_in(fid), ts / 1e9, self._s.missed)
 
     # -- DLPack ----------------------------------------------------------------------------------
     def __dlpack_device__(self) -> Tuple[int, int]:

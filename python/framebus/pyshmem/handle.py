@@ -8,39 +8,22 @@ handle's; this class only renames, keeps pyshmem's per-handle read accounting
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 from .. import _native
 from .. import _stream as _fb
-from ..errors import InvalidArgumentError, StreamClosedError, StreamTimeoutError
+from ..errors import InvalidArgumentError, StreamClosedError, StreamNotFoundError, StreamTimeoutError
 from . import errors as _err
+from . import values as _values
 from .locking import LockScope, WriteView
 from .publication import Publication
 
 __all__ = ["SharedMemory"]
 
-_U64 = 1 << 64
-_U64_MAX = _U64 - 1
-_I64_MAX = (1 << 63) - 1
-
-
-def _frame_id_out(value: Optional[int]) -> Optional[int]:
-    """pyshmem's uint64 token as the native signed 64-bit frame id (same bits). Like pyshmem,
-    any int is taken modulo 2**64 (-1 is 2**64 - 1, 2**64 is 0); what ``int()`` refuses
-    raises its ValueError/TypeError before anything is written."""
-    if value is None:
-        return None
-    value = int(value) & _U64_MAX
-    return value - _U64 if value > _I64_MAX else value
-
-
-def _frame_id_in(value: int) -> int:
-    return value + _U64 if value < 0 else value
 
 
 def _non_negative_int(after: Any) -> int:
@@ -51,28 +34,6 @@ def _non_negative_int(after: Any) -> int:
     if baseline < 0:
         raise ValueError("after must be non-negative")
     return baseline
-
-
-def _at_least_zero(timeout: Optional[float]) -> Optional[float]:
-    """pyshmem's deadline for the lock and ``read_new``: a negative timeout is one try (0),
-    not an error. NaN is a ValueError (pyshmem would wait forever)."""
-    if timeout is None:
-        return None
-    if timeout != timeout:
-        raise ValueError("timeout must be a number of seconds or None, not NaN")
-    return 0.0 if timeout < 0 else timeout
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _zeros_of(shape: Tuple[int, ...], dtype: np.dtype) -> Any:
@@ -108,6 +69,10 @@ class SharedMemory:
     copies (never torn), ``read_new`` waits for a write published after the call started,
     ``read_after``/``wait_for_count`` are level-triggered, ``write_view`` is a zero-copy loan
     that is discarded if the block raises."""
+
+    #: pyshmem's module-level ``create`` (it builds host and GPU handles), set by ``api``, which
+    #: imports this module; ``create_from_config`` calls it.
+    _create: "Callable[..., SharedMemory]"
 
     def __init__(self, stream: _fb.Stream, *, owner: bool, readonly: bool, creator_pid: int, instance_id: Optional[str]) -> None:
         if stream.shape is None:
@@ -185,7 +150,7 @@ class SharedMemory:
     def frame_id(self) -> int:
         """The uint64 token of the newest write (0 until a write sets one; kept by writes without one)."""
         try:
-            return _frame_id_in(self._s.frame_id)
+            return _values.frame_id_in(self._s.frame_id)
         except StreamClosedError:
             raise _err.closed(self.name, "read frame_id from") from None
 
@@ -211,7 +176,7 @@ class SharedMemory:
     def producer_alive(self) -> bool:
         """Whether the creating process still runs (by PID, single host, as pyshmem)."""
         self._ensure_open("check producer liveness for")
-        return _pid_alive(self._creator_pid)
+        return _values.pid_alive(self._creator_pid)
 
     # -- locking (the native cross-process write lock, re-entrant per thread) ------------------
     def acquire(self, *, timeout: Optional[float] = None, poll_interval: float = 1e-3) -> None:
@@ -220,7 +185,7 @@ class SharedMemory:
         self._ensure_open("acquire")
         self._ensure_writable("acquire the write lock for")
         try:
-            self._s.acquire(_at_least_zero(timeout))
+            self._s.acquire(_values.at_least_zero(timeout))
         except StreamTimeoutError:
             raise _err.lock_timeout() from None
         except StreamClosedError:
@@ -281,8 +246,6 @@ class SharedMemory:
         if the name now belongs to a newer stream, which is left alone; silent if the stream is
         already gone."""
         self._ensure_writable("unlink")
-        from .api import _generation, unlink
-
         removed = False
         if not self._closed:
             self._release_for_close()
@@ -291,12 +254,15 @@ class SharedMemory:
         if removed:
             return
         try:
-            current = _generation(self.name)[1]
+            current = _values.generation(self.name)[1]
         except (OSError, ValueError):
             return
         if self._instance_id is not None and current != self._instance_id:
             raise _err.StaleStreamError(f"stream {self.name!r} has been replaced by a newer generation")
-        unlink(self.name)
+        try:
+            _native.unlink(self.name)
+        except StreamNotFoundError:
+            pass  # already gone, as pyshmem's unlink is silent then
 
     def delete(self) -> None:
         """Alias of :meth:`unlink`."""
@@ -321,7 +287,7 @@ class SharedMemory:
             if frame_id is None:
                 self._native_write(value)
             else:
-                self._native_write(value, frame_id=_frame_id_out(frame_id))
+                self._native_write(value, frame_id=_values.frame_id_out(frame_id))
         except StreamClosedError:
             raise _err.closed(self.name, "write to") from None
         except PermissionError:
@@ -332,7 +298,7 @@ class SharedMemory:
             array = np.asarray(value, dtype=self.dtype)
             if array.shape != self.shape:
                 raise ValueError(f"expected shape {self.shape}, got {array.shape}") from None
-            self._native_write(array, frame_id=_frame_id_out(frame_id))
+            self._native_write(array, frame_id=_values.frame_id_out(frame_id))
 
     def write_locked(self, value: Any, *, frame_id: Optional[int] = None) -> None:
         """:meth:`write` for a caller that holds the lock (RuntimeError otherwise)."""
@@ -431,8 +397,8 @@ class SharedMemory:
                 raise ValueError("out is supported only for safe CPU publication reads; pass a NumPy destination buffer to a CPU-backed handle")
             frame = self._unsafe_frame("take an unsafe publication view from")
             if frame is None:
-                return Publication(self._zeros_view(), 0, _frame_id_in(self._s.frame_id), 0.0, self._s.missed)
-            return Publication(frame.array, frame.seq, _frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, self._s.missed)
+                return Publication(self._zeros_view(), 0, _values.frame_id_in(self._s.frame_id), 0.0, self._s.missed)
+            return Publication(frame.array, frame.seq, _values.frame_id_in(frame.frame_id), frame.timestamp_ns / 1e9, self._s.missed)
         try:
             arr, seq, ts, fid, _meta = self._read_info(out=out)
         except StreamClosedError:
@@ -441,7 +407,7 @@ class SharedMemory:
             if out is None:
                 raise
             arr, seq, ts, fid, _meta = self._copy_out(out, True)
-        return Publication(arr, seq, _frame_id_in(fid), ts / 1e9, self._s.missed)
+        return Publication(arr, seq, _values.frame_id_in(fid), ts / 1e9, self._s.missed)
 
     def _wait_after(self, baseline: int, timeout: Optional[float], edge: bool) -> int:
         """The native level-triggered wait with pyshmem's errors. Callers check the handle is
@@ -449,7 +415,7 @@ class SharedMemory:
         past 2**64 - 1 is never reached: it waits for 2**64 - 1 (the same, as no count
         passes it) and names the caller's number on a timeout."""
         try:
-            return self._native_wait_after(min(baseline, _U64_MAX), timeout=timeout)
+            return self._native_wait_after(min(baseline, _values.U64_MAX), timeout=timeout)
         except StreamTimeoutError:
             raise (_err.no_new_write(self.name) if edge else _err.count_not_passed(self.name, baseline)) from None
         except StreamClosedError:
@@ -471,7 +437,7 @@ class SharedMemory:
             baseline = self._s.write_sequence
         except StreamClosedError:
             raise _err.closed(self.name, "read from") from None
-        self._wait_after(baseline, _at_least_zero(timeout), True)
+        self._wait_after(baseline, _values.at_least_zero(timeout), True)
         return self.read(safe=safe, out=out)
 
     def read_new_publication(self, *, timeout: Optional[float] = None, safe: bool = True, poll_interval: float = 1e-5, out: Optional[np.ndarray] = None) -> Publication:
@@ -501,7 +467,7 @@ class SharedMemory:
             raise ValueError("timeout must be non-negative")
         try:
             if self._s.write_sequence <= after:  # else the level is already passed: no wait call
-                self._native_wait_after(min(after, _U64_MAX), timeout=timeout)
+                self._native_wait_after(min(after, _values.U64_MAX), timeout=timeout)
             if safe:
                 return self._native_read(out=out)
         except StreamTimeoutError:
@@ -531,7 +497,7 @@ class SharedMemory:
         except StreamClosedError:
             raise _err.closed(self.name, "read from") from None
         try:
-            await wait_after_async(self._s, baseline, timeout=_at_least_zero(timeout))
+            await wait_after_async(self._s, baseline, timeout=_values.at_least_zero(timeout))
         except StreamTimeoutError:
             raise _err.no_new_write(self.name) from None
         except StreamClosedError:
@@ -576,9 +542,7 @@ class SharedMemory:
     @classmethod
     def create_from_config(cls, config: Dict[str, Any]) -> "SharedMemory":
         """Creates a stream from a dict as :meth:`to_config` returns (``dtype`` defaults to float32)."""
-        from .api import create
-
-        return create(
+        return SharedMemory._create(
             config["name"],
             shape=config["shape"],
             dtype=config.get("dtype", "float32"),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from ..errors import StreamClosedError, StreamTimeoutError
 from . import errors as _err
+from . import values as _values
 
 if TYPE_CHECKING:
     from .handle import SharedMemory
@@ -50,7 +51,6 @@ class WriteView:
         self._locked = False
 
     def __enter__(self) -> Any:
-        from .handle import _at_least_zero, _frame_id_out
 
         h = self._handle
         h._ensure_open("write to")
@@ -61,7 +61,7 @@ class WriteView:
         else:
             h._require_lock("write_view_locked()")
         try:
-            self._loan = h._s.loan(_at_least_zero(self._timeout), frame_id=_frame_id_out(self._frame_id), **self._loan_kwargs())
+            self._loan = h._s.loan(_values.at_least_zero(self._timeout), frame_id=_values.frame_id_out(self._frame_id), **self._loan_kwargs())
             return self._array_of(self._loan)
         except StreamTimeoutError:
             self._unlock()
