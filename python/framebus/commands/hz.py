@@ -7,11 +7,9 @@ stream is unlinked or replaced by a new stream of the same name, and says which.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
-from typing import Optional, Tuple
 
 from ._args import non_negative_int, positive_float, positive_int, stream_name
 from ._wait import add_wait_argument, wait_for_stream
@@ -27,24 +25,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_wait_argument(p)
 
 
-def segment(path: str) -> Optional[Tuple[int, int]]:
-    """Identity of the file at ``path`` (device, inode); None once it is gone."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def run(args: argparse.Namespace) -> int:
+    from ._segment import identity
+
     import framebus
 
     wait_for_stream(args.name, args.wait)
     path = framebus.stat(args.name).path
     while True:  # the segment this handle maps: the same file before and after the open
-        before = segment(path)
+        before = identity(path)
         s = framebus.open(args.name)
-        if segment(path) == before:
+        if identity(path) == before:
             break
         s.close()
     s.set_role("monitor", "hz")
@@ -71,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 last = (seq, t)
                 fresh = True
             if time.monotonic() >= next_report:
-                now = segment(path)
+                now = identity(path)
                 if now != before:
                     what = "was unlinked" if now is None else "was replaced by a new stream of the same name"
                     print(f"framebus hz: stream {args.name!r} {what}; run hz again to watch {'it' if now is None else 'the new one'}", file=sys.stderr)

@@ -27,7 +27,7 @@
 use std::time::Duration;
 
 use super::handle::{ReaderMode, Stream};
-use super::layout::{mode, role, unpack_published, ReaderEntry};
+use super::layout::{mode, unpack_published, ReaderEntry};
 use crate::process::{fork_generation, ProcessId};
 use crate::sync::atomic::Ordering;
 
@@ -94,16 +94,7 @@ impl Stream {
                 continue;
             }
             e.start.store(0, Ordering::Release);
-            e.pinned.store(0, Ordering::SeqCst);
-            e.missed.store(0, Ordering::Relaxed);
-            e.reads.store(0, Ordering::Relaxed);
-            e.pinned_since_ns.store(0, Ordering::Relaxed);
-            e.writer_waits.store(0, Ordering::Relaxed);
-            e.role.store(role::HANDLE, Ordering::Relaxed);
-            e.kept.store(0, Ordering::Relaxed);
-            for word in &e.label {
-                word.store(0, Ordering::Relaxed);
-            }
+            super::readers::clear_entry(e);
             let (newest, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
             // The handle's own entry holds every frame after `position` while this runs, so
             // none of them can be reclaimed before the reservation holds them too.

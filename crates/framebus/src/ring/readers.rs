@@ -2,7 +2,7 @@
 //! position, so that the writer can honour pins and lossless readers and reclaim dead ones.
 
 use super::handle::{ReaderMode, Stream};
-use super::layout::{mode, role, unpack_published};
+use super::layout::{mode, role, unpack_published, ReaderEntry};
 use crate::error::{Error, Result};
 use crate::process::ProcessId;
 use crate::sync::atomic::Ordering;
@@ -21,6 +21,22 @@ pub(super) struct Constraints {
     /// read; u64::MAX without any): the newest frame has been taken by every reader when this
     /// reaches its number.
     pub min_taken: u64,
+}
+
+/// Clears what a claimed entry's last user left in it (pins, counters, role, label,
+/// reservation); its pid, start, mode and position are set by whoever claimed it.
+pub(super) fn clear_entry(e: &ReaderEntry) {
+    e.pinned.store(0, Ordering::SeqCst);
+    e.missed.store(0, Ordering::Relaxed);
+    e.reads.store(0, Ordering::Relaxed);
+    e.pinned_since_ns.store(0, Ordering::Relaxed);
+    e.writer_waits.store(0, Ordering::Relaxed);
+    e.role.store(role::HANDLE, Ordering::Relaxed);
+    e.kept.store(0, Ordering::Relaxed);
+    e.reserved_until_s.store(0, Ordering::Relaxed);
+    for word in &e.label {
+        word.store(0, Ordering::Relaxed);
+    }
 }
 
 impl Stream {
@@ -42,17 +58,7 @@ impl Stream {
                     continue;
                 }
                 e.start.store(me.start, Ordering::Release);
-                e.pinned.store(0, Ordering::SeqCst);
-                e.missed.store(0, Ordering::Relaxed);
-                e.reads.store(0, Ordering::Relaxed);
-                e.pinned_since_ns.store(0, Ordering::Relaxed);
-                e.writer_waits.store(0, Ordering::Relaxed);
-                e.role.store(role::HANDLE, Ordering::Relaxed);
-                e.kept.store(0, Ordering::Relaxed);
-                e.reserved_until_s.store(0, Ordering::Relaxed);
-                for word in &e.label {
-                    word.store(0, Ordering::Relaxed);
-                }
+                clear_entry(e);
                 self.header().readers_hwm.fetch_max(i + 1, Ordering::SeqCst);
                 let (seq, _) = unpack_published(self.header().published.load(Ordering::SeqCst));
                 if let Some(from) = resume {
