@@ -62,7 +62,7 @@ def test_processes_from_a_made_up_proc(tmp_path) -> None:
 def test_doctor_on_a_gpu_without_mps_says_what_starting_it_changes() -> None:
     st = MpsStatus(pipe_dir=DEFAULT_PIPE_DIR, pipe_dir_from_env=False, control_pipe=False)
     (c,) = doctor.check_mps(info=GPU, status=st)
-    assert c.name == "MPS" and c.status == "info" and c.detail.startswith("MPS not running")
+    assert c.name == "MPS" and c.status == "info" and c.detail.startswith("not running (no control pipe in")
     assert "H200" in c.fix and "453 -> 254 µs" in c.fix and "347 -> 84 µs" in c.fix and "531 -> 198 µs" in c.fix
     assert "`nvidia-cuda-mps-control -d`" in c.fix and "`echo quit | nvidia-cuda-mps-control`" in c.fix
 

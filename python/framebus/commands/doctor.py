@@ -514,7 +514,7 @@ def check_mps(info: Optional[dict] = None, status: Any = None) -> List[Check]:
         info = gpu_info() if gpu_info is not None else {}
     status = mps_status() if status is None else status
     gpu = info.get("door") == "cuda" and bool(info.get("devices"))
-    text = f"MPS {status.describe()}"
+    text = status.describe()
     if not gpu:
         return [Check("MPS", "info", f"{text}; it matters only for device streams on a CUDA GPU (none here)")]
     if status.control_pipe:
