@@ -477,7 +477,14 @@ class Pair:
         """The bare floor (gpu_floor.py) between the two workers."""
         self.send("reader", op="floor")
         self.send("writer", op="floor", shape=list(shape), seconds=seconds)
-        w = self.get("writer", seconds + 2 * 60 + 30)
+        try:
+            w = self.get("writer", seconds + 2 * 60 + 30)
+        except RuntimeError as exc:  # the reader's side may say why (it failed first)
+            try:
+                self.get("reader", 2)
+            except RuntimeError as why:
+                raise RuntimeError(f"{exc}; {why}") from None
+            raise
         r = self.get("reader", 60)
         return {**r, "sent": w["sent"], "seconds": w["seconds"]}
 

@@ -37,8 +37,8 @@ class TorchIpc:
     pickler, which ``Connection.send`` uses."""
 
     def __init__(self) -> None:
-        import torch
-        import torch.multiprocessing  # noqa: F401  (the import registers the picklers)
+        import torch  # type: ignore[import-not-found]
+        import torch.multiprocessing  # type: ignore[import-not-found]  # noqa: F401  (the import registers the picklers)
 
         self.torch = torch
 

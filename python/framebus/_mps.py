@@ -72,7 +72,7 @@ def _program(pid_dir: str) -> Optional[str]:
 
 def processes(proc: str = "/proc") -> List[Tuple[int, str]]:
     """(pid, program name) of every process visible in ``proc``."""
-    out = []
+    out: List[Tuple[int, str]] = []
     try:
         names = os.listdir(proc)
     except OSError:
