@@ -17,7 +17,13 @@ cross-library path) and pyshmem 1.4's GPU streams (when installed), and the limi
 GPU work of both sides (render, copy in, copy out, check) back to back in one process with
 torch ``copy_`` into preallocated tensors, no IPC and no waiting: its latency is the floor of a
 hop; its frames/s is that of one serialized pipeline, which two overlapping processes can
-exceed.
+exceed. And the floor: the barest cross-process hand-off Python can do (a torch CUDA IPC tensor,
+an inter-process CUDA event and a multiprocessing pipe; gpu_floor.py), whose latency is the floor
+of a cross-process hop.
+
+``FRAMEBUS_TRACE_HOP=1`` adds a latest-mode row that times each phase of a loan + view hop
+(gpu_phases.py) and a note per frame size with the breakdown. The notes say whether NVIDIA's
+Multi-Process Service (MPS) was running, and every row's ``mps`` extra records it.
 
 Needs torch with CUDA and a framebus with GPU streams (framebus.gpu_available()); skipped with
 a note otherwise. Behind framebus's fake CUDA door (``FRAMEBUS_CUDA=fake``) without torch it
@@ -32,6 +38,7 @@ import queue as _queue
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import gpu_floor, gpu_phases
 from .harness import Context, case_label, mp_context, summarize, thin
 from .records import Column, Metric, Row, SuiteResult, compute_ratios
 
@@ -50,6 +57,8 @@ FB_COPY = "framebus write + read_new"
 FB_CUPY = "framebus loan + view, CuPy reader"
 PYSHMEM = "pyshmem 1.4 GPU write + read_new"
 LIMIT = "torch copy_ pair, one process (limit)"
+FLOOR = "bare floor: torch IPC tensor + IPC event + pipe"
+FB_TRACE = "framebus loan + view, phases timed"
 
 COLUMNS = [
     Column("fps", "frames/s", "{:,.0f}"),
@@ -234,6 +243,8 @@ class _Writer:
                     ts = clock()
                     ops.stamp(src, n, ts)
                     s.write(src, stream=ops.stream, timeout=WRITE_TIMEOUT, frame_id=n)
+            elif self.variant == FB_TRACE:
+                return gpu_phases.writer(ops, s, seconds, done, WRITE_TIMEOUT)
             else:
                 while clock() < t_end:
                     n += 1
@@ -288,6 +299,8 @@ class _Reader:
             return None
 
     def run(self, done: Any) -> Dict[str, Any]:
+        if self.variant == FB_TRACE:
+            return gpu_phases.reader(self.ops, self.stream, done, READ_TIMEOUT)
         clock = time.perf_counter_ns
         got = starved = torn = gaps = disorder = 0
         last = 0
@@ -341,9 +354,10 @@ def _limit(ops: Any, shape: Tuple[int, ...], seconds: float) -> Dict[str, Any]:
     return {"sent": n, "seconds": secs, "got": n, "starved": 0, "torn": torn, "gaps": 0, "disorder": 0, "lat_us": lat}
 
 
-def _worker(role: str, kind: str, cmds: Any, results: Any, done: Any) -> None:
+def _worker(role: str, kind: str, cmds: Any, results: Any, done: Any, peer: Any) -> None:
     """A writer or reader process: sets up its GPU library once, then serves measurements
-    (setup, run, teardown) until it gets None."""
+    (setup, run, teardown; limit; floor, over ``peer``, its end of a pipe to the other worker)
+    until it gets None."""
     try:
         ops: Dict[str, Any] = {kind: make_ops(kind)}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
@@ -372,6 +386,11 @@ def _worker(role: str, kind: str, cmds: Any, results: Any, done: Any) -> None:
                 results.put({"ok": True})
             elif op == "limit":
                 results.put(_limit(ops[kind], tuple(cmd["shape"]), cmd["seconds"]))
+            elif op == "floor":
+                if role == "writer":
+                    results.put(gpu_floor.writer(ops[kind], peer, tuple(cmd["shape"]), cmd["seconds"]))
+                else:
+                    results.put(gpu_floor.reader(ops[kind], peer))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             done.set()
             results.put({"error": f"{type(exc).__name__}: {exc}"})
@@ -391,12 +410,15 @@ class Pair:
         """Starts both processes and waits until each has set up its GPU library."""
         mpc = mp_context()
         self.done = mpc.Event()
+        ends = dict(zip(("writer", "reader"), mpc.Pipe()))
         for role in ("writer", "reader"):
             cq, rq = mpc.Queue(), mpc.Queue()
-            p = mpc.Process(target=_worker, args=(role, self.kind, cq, rq, self.done), daemon=True)
+            p = mpc.Process(target=_worker, args=(role, self.kind, cq, rq, self.done, ends[role]), daemon=True)
             p.start()
             self.procs.append(p)
             self.q[role] = (cq, rq)
+        for end in ends.values():  # the workers hold theirs: one that dies closes the pipe
+            end.close()
         for role in ("writer", "reader"):
             self.get(role, 120)
         return True
@@ -444,12 +466,27 @@ class Pair:
             self.send("writer", op="run", seconds=seconds)
             w = self.get("writer", seconds + WRITE_TIMEOUT + 30)
             r = self.get("reader", WRITE_TIMEOUT + 30)
-            return {**r, "sent": w["sent"], "seconds": w["seconds"]}
+            return {**r, "sent": w["sent"], "seconds": w["seconds"], "writer_trace": w.get("trace")}
         finally:
             self.done.set()
             self.call("reader", 30, op="teardown")
             if wrote:
                 self.call("writer", 30, op="teardown")
+
+    def floor(self, shape: Tuple[int, ...], seconds: float) -> Dict[str, Any]:
+        """The bare floor (gpu_floor.py) between the two workers."""
+        self.send("reader", op="floor")
+        self.send("writer", op="floor", shape=list(shape), seconds=seconds)
+        try:
+            w = self.get("writer", seconds + 2 * 60 + 30)
+        except RuntimeError as exc:  # the reader's side may say why (it failed first)
+            try:
+                self.get("reader", 2)
+            except RuntimeError as why:
+                raise RuntimeError(f"{exc}; {why}") from None
+            raise
+        r = self.get("reader", 60)
+        return {**r, "sent": w["sent"], "seconds": w["seconds"]}
 
 
 # -- the suite -------------------------------------------------------------------------------------
@@ -490,11 +527,13 @@ def backend(note: Any) -> Optional[str]:
     return "torch"
 
 
-def plan(kind: str, note: Any) -> List[Tuple[str, str, str]]:
-    """(mode, variant, reader library) measured per frame size."""
+def plan(kind: str, note: Any, trace: bool = False) -> List[Tuple[str, str, str]]:
+    """(mode, variant, reader library) measured per frame size; ``trace`` adds the traced hop."""
     out = [(mode, v, kind) for mode in ("lossless", "latest") for v in (FB_VIEW, FB_COPY)]
+    if trace:
+        out.append(("latest", FB_TRACE, kind))
     if kind != "torch":
-        note("fake CUDA door: framebus rows only, checked on the host; the figures mean nothing")
+        note("fake CUDA door: framebus rows only, checked on the host; the figures mean nothing (no floor: it needs torch with CUDA)")
         return out
     if importlib.util.find_spec("cupy") is not None:
         out.append(("latest", FB_CUPY, "cupy"))
@@ -509,6 +548,20 @@ def plan(kind: str, note: Any) -> List[Tuple[str, str, str]]:
     except ImportError:
         note("pyshmem is not installed: no pyshmem GPU row")
     return out
+
+
+def mps_active(note: Any) -> Optional[bool]:
+    """Whether this run's CUDA processes go through NVIDIA's Multi-Process Service (the control
+    pipe is in their pipe directory), with a note saying what was found; None if this framebus
+    cannot tell."""
+    try:
+        from framebus._mps import mps_status
+    except ImportError:
+        note("MPS: not known (this framebus cannot tell whether NVIDIA's Multi-Process Service runs)")
+        return None
+    status = mps_status()
+    note(f"MPS (NVIDIA's CUDA Multi-Process Service) {status.describe()}")
+    return status.control_pipe
 
 
 def _row(case: str, variant: str, role: str, family: str, res: Dict[str, Any], mode: str) -> Row:
@@ -559,21 +612,36 @@ def run(ctx: Context) -> SuiteResult:
     if kind is None:
         suite.notes = ctx.notes.get(sid, [])
         return suite
+    mps = mps_active(note)
     shapes = [cfg.shape(s) for s in cfg.cases(SHAPES)]
     if cfg.smoke:  # the header and the check need a few bytes; smoke frames stay tiny
         shapes = [(8, 8, 3)]
     seconds = cfg.pick(2.0, 0.6, 0.2)
-    variants = plan(kind, note)
-    ctx.reporter.start(sid, len(shapes) * (len(variants) + 1))
+    trace = gpu_phases.enabled()
+    variants = plan(kind, note, trace)
+    if not trace:
+        note(f"{gpu_phases.ENV}=1 adds a row that times each phase of a loan + view hop")
+    ctx.reporter.start(sid, len(shapes) * (len(variants) + (2 if kind == "torch" else 0)))
     pair = Pair(kind)
+
+    def add(row: Row) -> None:
+        row.extra["mps"] = mps
+        suite.rows.append(row)
+
     try:
         started = ctx.attempt(sid, "start", "writer and reader processes", pair.start)
         for shape in shapes if started else []:
             label = case_label(shape, "uint8")
-            limit_res = None
+            limit_res = floor_res = None
             if kind == "torch":
                 limit_res = ctx.attempt(sid, label, LIMIT, lambda: pair.call("reader", seconds + 60, op="limit", shape=list(shape), seconds=seconds))
                 ctx.reporter.step(f"{sid} {label} limit")
+                floor_res = ctx.attempt(sid, label, FLOOR, lambda: pair.floor(shape, seconds))
+                ctx.reporter.step(f"{sid} {label} floor")
+                if floor_res is None:
+                    pair.stop()  # a worker may be stuck in the floor's pipe: start afresh
+                    if not ctx.attempt(sid, label, "restarting the writer and reader", pair.start):
+                        raise _GiveUp
             for mode in ("lossless", "latest"):
                 case = f"{label}, {mode}"
                 for m, variant, lib in variants:
@@ -587,10 +655,19 @@ def run(ctx: Context) -> SuiteResult:
                             raise _GiveUp
                         continue
                     family = "pyshmem" if variant == PYSHMEM else "framebus"
-                    suite.rows.append(_row(case, variant, "peer" if variant == PYSHMEM else "framebus", family, res, mode))
+                    row = _row(case, variant, "peer" if variant == PYSHMEM else "framebus", family, res, mode)
+                    if variant == FB_TRACE:
+                        ph = gpu_phases.phases(res.get("writer_trace") or [], res.get("trace") or [])
+                        row.extra["phases"] = ph
+                        row.extra["missed"] = res.get("missed", 0)
+                        note(gpu_phases.describe(case, ph, res["got"], row.metrics["lat"].p50 or float("nan")))
+                    add(row)
                     ctx.reporter.step(f"{sid} {case} {variant}")
+                if floor_res is not None:
+                    add(_row(case, FLOOR, "limit", "floor", floor_res, mode))
+                    _floor_note(note, case, suite.rows, floor_res)
                 if limit_res is not None:
-                    suite.rows.append(_row(case, LIMIT, "limit", "limit", limit_res, mode))
+                    add(_row(case, LIMIT, "limit", "limit", limit_res, mode))
     except _GiveUp:
         pass
     finally:
@@ -601,4 +678,14 @@ def run(ctx: Context) -> SuiteResult:
     return suite
 
 
-__all__ = ["run", "SHAPES", "TorchOps", "CupyOps", "FakeOps", "Pair", "backend", "plan"]
+def _floor_note(note: Any, case: str, rows: List[Row], floor_res: Dict[str, Any]) -> None:
+    """How far framebus's view hop is above the floor, in this run."""
+    floor = summarize(floor_res["lat_us"])["p50"]
+    for r in rows:
+        if r.case == case and r.variant == FB_VIEW:
+            hop = r.metrics["lat"].p50
+            if hop is not None and floor > 0:
+                note(f"{case}: framebus loan + view hop p50 {hop:,.0f} µs, {hop / floor:.2f}x the floor's {floor:,.0f} µs (+{hop - floor:,.0f} µs)")
+
+
+__all__ = ["run", "SHAPES", "TorchOps", "CupyOps", "FakeOps", "Pair", "backend", "plan", "mps_active", "FLOOR", "FB_TRACE"]
