@@ -43,13 +43,13 @@ def _batch(w: "framebus.Stream", r: "framebus.Stream", frames: int, row: str) ->
         loan = w.loan(timeout=5)
         buf = loan.array
         buf[0, 0, 0] = i & 0xFF
-        kept = memoryview(buf) if row == "exported" else None
+        _kept = memoryview(buf) if row == "exported" else None
         if row != "bound":
             del buf
         loan.commit()
         with r.wait_view(timeout=5) as f:
             f.array[0, 0, 0]
-        buf = kept = None
+        buf = _kept = None
     return (time.perf_counter() - t0) / frames
 
 

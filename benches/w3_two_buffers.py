@@ -4,7 +4,11 @@ as a ring that never rewrites its newest frame does. Rounds interleave the two.
 
     python benches/w3_two_buffers.py
 """
-import mmap, os, sys, time, statistics
+import mmap
+import os
+import sys
+import time
+import statistics
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from framebus_bench.transport.shm import Futex
@@ -18,7 +22,7 @@ def run(nbuf, rounds=600):
     pid = os.fork()
     fx = Futex()
     if pid == 0:
-        out = np.empty(N, np.uint8); last = 0; reply_src = np.zeros(64, np.uint8)
+        out = np.empty(N, np.uint8); last = 0
         while True:
             while int(words[0]) == last:
                 fx.wait(base, last, 0.1)

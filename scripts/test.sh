@@ -17,6 +17,9 @@ cp python/framebus-openfilter.pth "$(.venv/bin/python -c 'import sysconfig; prin
 step "installing optional peers from PyPI (openfilter, pyshmem; their tests skip if they do not install)"
 .venv/bin/python -m pip install -q "openfilter>=1.5.1" || echo "openfilter did not install: tests/test_openfilter.py will skip"
 .venv/bin/python -m pip install -q "pyshmem==1.4.0" || echo "pyshmem did not install: the tests comparing with it will skip"
+step "formatting and Python lints (cargo fmt --check, ruff check)"
+cargo fmt --all --check
+.venv/bin/ruff check .
 step "cargo clippy (lints of the core and the bindings)"
 cargo clippy -q -p framebus -p framebus-python --all-targets -- -D warnings
 step "cargo test: the Rust core's unit, multi-process and property tests"

@@ -273,7 +273,7 @@ def test_ls_counts_readers_not_the_writers_handle_and_names_dtypes(name):
         line = next(l for l in table.splitlines() if l.split() and l.split()[0] == name)
         assert "float32" in line.split() and "<f4" not in line
         assert line.split()[line.split().index("alive") + 1] == "0"  # the readers column
-        with framebus.open(name) as r, framebus.open(name, mode="lossless") as r2:
+        with framebus.open(name), framebus.open(name, mode="lossless"):
             row = _entry(json.loads(run_cli("ls", "--json").stdout), name)
             assert row["readers"] == 2 and row["lossless"] == 1
         w.unlink()

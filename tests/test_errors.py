@@ -145,7 +145,7 @@ def test_closed_handle_raises_runtime_error_saying_to_reopen(name):
         with pytest.raises(RuntimeError, match="reopen") as info:
             call()
         assert isinstance(info.value, framebus.StreamClosedError), label
-        assert f"framebus.open" in str(info.value), label
+        assert "framebus.open" in str(info.value), label
     # What does not need the segment still works; closing again and unlinking are harmless.
     assert (s.name, s.shape, s.dtype, s.closed) == (name, (3,), np.dtype(np.float32), True)
     s.close()

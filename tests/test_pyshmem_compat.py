@@ -121,7 +121,7 @@ def test_read_new_waits_for_a_write_after_the_call(name: str) -> None:
 
 
 def test_close_wakes_a_waiting_reader_with_pyshmem_error(name: str) -> None:
-    with pyshmem.stream(name, shape=(1,)) as shm:
+    with pyshmem.stream(name, shape=(1,)):
         reader = pyshmem.open(name)
         errors = []
 

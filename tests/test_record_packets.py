@@ -19,7 +19,7 @@ from test_record_play import cli, wait_attached  # noqa: E402 - the same command
 
 def jpeg_packets(n: int) -> list:
     """``n`` JPEG images (one packet each) encoded by FFmpeg from a test pattern."""
-    cmd = [find_ffmpeg(), "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", f"testsrc=size=64x48:rate=10", "-frames:v", str(n), "-f", "mjpeg", "-"]
+    cmd = [find_ffmpeg(), "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10", "-frames:v", str(n), "-f", "mjpeg", "-"]
     data = subprocess.run(cmd, capture_output=True, check=True, timeout=60).stdout
     packets, start = [], 0
     while True:

@@ -203,7 +203,7 @@ def _ops_framebus(prefix: str, shape: tuple) -> Tuple[List[Tuple[str, Callable[[
     closers: List[Callable[[], None]] = [r.close, w.unlink]
     if hasattr(framebus, "pipe") and hasattr(framebus, "sync"):
         fd = os.open("/dev/null", os.O_WRONLY)
-        pipe, sync = getattr(framebus, "pipe"), getattr(framebus, "sync")
+        pipe, sync = framebus.pipe, framebus.sync
 
         def pipe_sync() -> None:
             pipe(src, fd)

@@ -137,7 +137,7 @@ def _readers(name: str) -> int:
 def wait_for_readers(stream: object, n: int, timeout: float, stop: Optional[threading.Event] = None) -> bool:
     """Waits until ``n`` readers are attached to ``stream``; False on timeout or once ``stop``
     is set (a signal)."""
-    name = str(getattr(stream, "name"))
+    name = str(stream.name)
     deadline = time.monotonic() + timeout
     while _readers(name) < n:
         if time.monotonic() >= deadline:

@@ -365,7 +365,7 @@ class ImageSubscriber(_RosEnd):
                 have = (tuple(self._dst.shape), self._dst.dtype)
                 self._dst.close()
                 self._dst = None
-                raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} {have[1]}; the images on {self.topic} are {arr.shape} {arr.dtype}")
+                raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} {have[1]}; the images on {self.topic} are {arr.shape} {arr.dtype}") from None
         self._dst.set_role("bridge in", self._label())
         self._label_shown = self._label()
 
