@@ -9,19 +9,18 @@
 
 use std::sync::{Arc, Mutex};
 
-use framebus::WriteGuard;
+use framebus::DeviceLoan;
 use numpy::PyArrayDescr;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::array::FrameSpec;
-use crate::device_array::core;
 use crate::dlpack;
-use crate::errors::ErrorKind;
+use crate::errors::{CoreError, ErrorKind};
 use crate::loan::LoanValues;
 
-type Guard = WriteGuard<Arc<framebus::Stream>>;
+type Guard = DeviceLoan;
 
 /// A claimed device slot with its per-frame values, published by commit() or on a clean
 /// `with` exit.
@@ -43,8 +42,7 @@ pub struct PyDeviceLoan {
 impl PyDeviceLoan {
     /// A loan of the claimed slot; `stream` already waits for the readers' release events.
     pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, guard: Guard, stream: u64, values: LoanValues) -> PyResult<PyDeviceLoan> {
-        let ptr = guard.device_ptr().map_err(core)?;
-        let device = guard.stream().device_slots().map_err(core)?.device();
+        let (ptr, device) = (guard.ptr(), guard.device());
         Ok(PyDeviceLoan {
             seq: values.seq.unwrap_or_else(|| guard.seq()),
             open: Mutex::new(Some(guard)),
@@ -89,7 +87,7 @@ impl PyDeviceLoan {
         let s = dlpack::stream_arg(stream)?.unwrap_or(self.stream);
         let guard = self.take(py)?;
         let info = self.values.info();
-        py.detach(|| guard.commit_device(&info, s)).map_err(core)
+        py.detach(|| guard.commit(&info, s)).map_err(|e| CoreError(e).into())
     }
 
     /// Discards the frame (the slot is freed; nothing is published).

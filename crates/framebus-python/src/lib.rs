@@ -144,6 +144,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device_array::PyDeviceArray>()?;
     m.add_class::<device_frame::PyDeviceFrame>()?;
     m.add_class::<device_loan::PyDeviceLoan>()?;
+    m.add_class::<stream_device::PyDeviceStream>()?;
+    m.add_class::<stream::PyOpened>()?;
+    m.add_function(wrap_pyfunction!(stream::_open, m)?)?;
+    m.add("DOOR_CODES", gpu::door_codes(m.py())?)?;
     m.add_function(wrap_pyfunction!(gpu::gpu_info, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::fake_cuda_read, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::fake_cuda_counts, m)?)?;

@@ -54,7 +54,7 @@ impl PyStream {
         timeout: Option<f64>,
         with_info: bool,
     ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<FrameRecord>)> {
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let deadline = deadline(py, timeout)?;
         let arr = match out {
             Some(o) => self.spec.destination(py, &self.name, o)?,

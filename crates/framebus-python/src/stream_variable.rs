@@ -97,7 +97,7 @@ impl PyStream {
     /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
     /// into `out` when given; None before the first frame (for `read`).
     pub(crate) fn read_variable<'py>(&self, py: Python<'py>, v: &VariableCaches, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let deadline = crate::args::deadline(py, timeout)?;
         let pinned = if new {
             self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?
