@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_Opened", "_open", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_ArrayHeader", "_FrameHeader", "_Opened", "_SlotHeader", "_open", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -342,8 +342,52 @@ def _open(name: str, *, mode: str = "latest", access: str = "auto") -> _Opened:
     """Opens the existing stream ``name`` in reader ``mode``; ``access`` ("auto", "device",
     "host") says how a device stream is reached. Raises as framebus.open."""
 
+@disjoint_base
+class _ArrayHeader:
+    """What an array, a loan or a frame says about its array, written once for all of them
+    (taken when the object is made)."""
+
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """Shape of the array; None for a frame (or loan) of several named arrays."""
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        """dtype of the array; None for a frame (or loan) of several named arrays."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array (of all the arrays of a frame of several)."""
+    @property
+    def device(self) -> str:
+        """"cuda:N" for device memory (this process's ordinal), "cpu" for host memory."""
+
+@disjoint_base
+class _SlotHeader(_ArrayHeader):
+    """An array header with the frame's sequence number (loans and frames)."""
+
+    @property
+    def seq(self) -> int:
+        """Sequence number of the frame (1 for a stream's first frame); for a loan, the number
+        the frame gets when committed (the explicit ``seq=`` given to loan(), or the next one)."""
+
+@disjoint_base
+class _FrameHeader(_SlotHeader):
+    """A committed frame's record: write time, frame id and metadata."""
+
+    @property
+    def timestamp_ns(self) -> int:
+        """Write time in ns since the Unix epoch."""
+    @property
+    def timestamp(self) -> float:
+        """Write time in seconds since the Unix epoch."""
+    @property
+    def frame_id(self) -> int:
+        """User frame id given to write()/loan()."""
+    @property
+    def meta(self) -> bytes:
+        """Metadata bytes of the frame (a copy)."""
+
 @final
-class Frame:
+class Frame(_FrameHeader):
     """A committed frame pinned in its slot (zero-copy, read-only).
 
     It behaves as its read-only array: ``frame.mean()``, ``frame.ndim``, ``frame * 2``,
@@ -365,12 +409,6 @@ class Frame:
         """Read-only zero-copy arrays of the frame by name (``{"": array}`` for a frame written
         as one array)."""
     @property
-    def shape(self) -> Optional[Tuple[int, ...]]:
-        """Shape of the frame's array; None for a frame of several named arrays."""
-    @property
-    def dtype(self) -> Optional[np.dtype]:
-        """dtype of the frame's array; None for a frame of several named arrays."""
-    @property
     def names(self) -> Optional[Tuple[str, ...]]:
         """Names of the arrays of a frame written as a dict; None otherwise."""
     @property
@@ -388,15 +426,9 @@ class Frame:
     def codec(self) -> Optional[str]:
         """Codec of an encoded packet (``write(..., codec=)``); None for none."""
     @property
-    def seq(self) -> int: ...
-    @property
-    def timestamp_ns(self) -> int: ...
-    @property
-    def timestamp(self) -> float: ...
-    @property
-    def frame_id(self) -> int: ...
-    @property
-    def meta(self) -> bytes: ...
+    def meta(self) -> bytes:
+        """Metadata bytes of the frame (a copy), read from the pinned slot when asked for;
+        StreamClosedError once released."""
     @property
     def released(self) -> bool: ...
     @property
@@ -450,7 +482,7 @@ class Frame:
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 @final
-class Loan:
+class Loan(_SlotHeader):
     """A claimed slot: a writable array published on commit() or clean with-exit.
 
     One loan at a time per stream and thread: a second loan() or a write() while this one is
@@ -468,9 +500,6 @@ class Loan:
     @property
     def arrays(self) -> Dict[str, np.ndarray]:
         """The writable arrays by name (``{"": array}`` for a loan of one array)."""
-    @property
-    def seq(self) -> int:
-        """The sequence number the frame gets (the explicit ``seq=`` given to loan(), or the next one)."""
     def commit(self) -> None:
         """Publishes the frame (no copy). StreamClosedError if already committed or aborted;
         SequenceExhaustedError / InvalidArgumentError if its number cannot be given (the frame
@@ -488,7 +517,7 @@ class _LoanSlot: ...
 class _Pin: ...
 
 @final
-class DeviceArray:
+class DeviceArray(_ArrayHeader):
     """Device memory framebus allocated for this process, one C-contiguous array (DLPack and
     ``__cuda_array_interface__``); freed when the last reference goes."""
 
@@ -503,44 +532,18 @@ class DeviceArray:
     def to_numpy(self, stream: Optional[Any] = None) -> np.ndarray:
         """A NumPy copy (waits for the copy)."""
     @property
-    def shape(self) -> Tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def device(self) -> str: ...
-    @property
     def ptr(self) -> int: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]: ...
     def __dlpack__(self, *, stream: Optional[Any] = None, max_version: Optional[Any] = None, dl_device: Optional[Any] = None, copy: Optional[bool] = None) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 @final
-class DeviceFrame:
+class DeviceFrame(_FrameHeader):
     """A frame of a device stream pinned in its slot (zero-copy): ``torch.from_dlpack(frame)``,
     ``cupy.asarray(frame)``. Releasing it records this handle's release event on every CUDA
     stream it went to, then unpins."""
 
-    @property
-    def seq(self) -> int: ...
-    @property
-    def timestamp_ns(self) -> int: ...
-    @property
-    def timestamp(self) -> float: ...
-    @property
-    def frame_id(self) -> int: ...
-    @property
-    def meta(self) -> bytes: ...
-    @property
-    def shape(self) -> Tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def device(self) -> str: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def ptr(self) -> int: ...
     @property
@@ -556,23 +559,13 @@ class DeviceFrame:
     def __exit__(self, *_exc: Any) -> None: ...
 
 @final
-class DeviceLoan:
+class DeviceLoan(_SlotHeader):
     """The next free slot of a device stream, writable device memory until committed."""
 
     def commit(self, stream: Optional[Any] = None) -> int: ...
     def abort(self) -> None: ...
     @property
-    def seq(self) -> int: ...
-    @property
-    def shape(self) -> Tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def device(self) -> str: ...
-    @property
     def ptr(self) -> int: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def open(self) -> bool: ...
     @property

@@ -7,14 +7,16 @@ use framebus::DeviceBuffer;
 use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::pyclass_init::PyClassInitializer;
+use pyo3::types::PyDict;
 
 use crate::array::{data_ptr, FrameSpec};
 use crate::dlpack;
 use crate::errors::{CoreError, ErrorKind};
+use crate::header::PyArrayHeader;
 
 /// Framebus-owned device memory of one C-contiguous array (the core's DeviceBuffer).
-#[pyclass(name = "DeviceArray", module = "framebus._native", frozen)]
+#[pyclass(name = "DeviceArray", module = "framebus._native", extends = PyArrayHeader, frozen)]
 pub struct PyDeviceArray {
     pub(crate) buffer: DeviceBuffer,
     pub(crate) spec: FrameSpec,
@@ -58,6 +60,11 @@ impl PyDeviceArray {
         let buffer = py.detach(|| DeviceBuffer::allocate(device, bytes)).map_err(CoreError)?;
         Ok(PyDeviceArray { buffer, spec, dtype: dtype.to_owned() })
     }
+
+    /// The Python object's initializer: this array under its header (shape, dtype, nbytes, device).
+    pub(crate) fn init(self, py: Python<'_>) -> PyClassInitializer<PyDeviceArray> {
+        PyClassInitializer::from(PyArrayHeader::of(py, &self.spec, Some(self.buffer.device()))).add_subclass(self)
+    }
 }
 
 #[pymethods]
@@ -65,21 +72,21 @@ impl PyDeviceArray {
     /// A new, uninitialised array of `shape` and `dtype` on CUDA device `device` (DeviceUnavailableError without a GPU).
     #[staticmethod]
     #[pyo3(signature = (shape, dtype, device = 0))]
-    fn empty(py: Python<'_>, shape: Vec<u64>, dtype: &Bound<'_, PyAny>, device: u32) -> PyResult<PyDeviceArray> {
+    fn empty<'py>(py: Python<'py>, shape: Vec<u64>, dtype: &Bound<'py, PyAny>, device: u32) -> PyResult<Bound<'py, PyDeviceArray>> {
         let descr = PyArrayDescr::new(py, dtype)?;
         let text = descr.getattr("str")?.extract::<String>()?;
-        PyDeviceArray::allocate(py, device, &text, &shape)
+        Bound::new(py, PyDeviceArray::allocate(py, device, &text, &shape)?.init(py))
     }
 
     /// Copies a NumPy array to a new device array (waits for the copy).
     #[staticmethod]
     #[pyo3(signature = (array, device = 0))]
-    fn from_numpy(py: Python<'_>, array: &Bound<'_, PyUntypedArray>, device: u32) -> PyResult<PyDeviceArray> {
+    fn from_numpy<'py>(py: Python<'py>, array: &Bound<'py, PyUntypedArray>, device: u32) -> PyResult<Bound<'py, PyDeviceArray>> {
         let shape: Vec<u64> = array.shape().iter().map(|&d| d as u64).collect();
         let dtype = array.dtype().getattr("str")?.extract::<String>()?;
         let out = PyDeviceArray::allocate(py, device, &dtype, &shape)?;
         out.copy_from_numpy(py, array, None)?;
-        Ok(out)
+        Bound::new(py, out.init(py))
     }
 
     /// Copies `array` (same shape and dtype, C-contiguous) into this one; waits for the copy.
@@ -99,31 +106,10 @@ impl PyDeviceArray {
         download(py, &self.spec, |dst| self.buffer.download(dst, s))
     }
 
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
-        self.spec.shape_tuple.bind(py).clone()
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
-        self.spec.dtype.bind(py).clone()
-    }
-
-    /// "cuda:N".
-    #[getter]
-    fn device(&self) -> String {
-        format!("cuda:{}", self.buffer.device())
-    }
-
     /// The device address of the first byte.
     #[getter(ptr)]
     fn py_ptr(&self) -> u64 {
         self.buffer.ptr()
-    }
-
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.spec.frame_bytes
     }
 
     #[getter]

@@ -8,36 +8,37 @@
 use std::sync::Arc;
 
 use framebus::{DeviceStream, Pinned};
-use numpy::PyArrayDescr;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::pyclass_init::PyClassInitializer;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::array::FrameSpec;
 use crate::dlpack;
 use crate::errors::CoreError;
+use crate::header::{PyArrayHeader, PyFrameHeader, Record};
 
 /// A pinned device frame (the core's DeviceFrame); see the module documentation.
-#[pyclass(name = "DeviceFrame", module = "framebus._native", frozen)]
+#[pyclass(name = "DeviceFrame", module = "framebus._native", extends = PyFrameHeader, frozen)]
 pub struct PyDeviceFrame {
     name: Arc<str>,
     spec: FrameSpec,
     dtype: String,
     seq: u64,
-    timestamp_ns: u64,
-    frame_id: i64,
-    meta: Vec<u8>,
     /// The CUDA stream given to the view (its `__cuda_array_interface__` orders after it).
     view_stream: u64,
     frame: framebus::DeviceFrame,
 }
 
 impl PyDeviceFrame {
-    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, ds: &DeviceStream, pinned: Pinned, view_stream: u64) -> PyResult<PyDeviceFrame> {
-        let record = pinned.frame();
-        let (seq, timestamp_ns, frame_id, meta) = (record.seq, record.timestamp_ns, record.frame_id, record.meta.to_vec());
+    /// The Python object's initializer: the frame under its header (shape, dtype, nbytes,
+    /// device, seq, timestamp_ns, frame_id, meta).
+    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, ds: &DeviceStream, pinned: Pinned, view_stream: u64) -> PyResult<PyClassInitializer<PyDeviceFrame>> {
+        let f = pinned.frame();
+        let header = PyFrameHeader::frame(PyArrayHeader::of(py, spec, Some(ds.device())), Record { seq: f.seq, timestamp_ns: f.timestamp_ns, frame_id: f.frame_id, meta: f.meta });
+        let seq = f.seq;
         let frame = ds.frame(pinned).map_err(CoreError)?;
-        Ok(PyDeviceFrame { name: name.clone(), spec: spec.clone_ref(py), dtype: dtype.to_owned(), seq, timestamp_ns, frame_id, meta, view_stream, frame })
+        Ok(header.add_subclass(PyDeviceFrame { name: name.clone(), spec: spec.clone_ref(py), dtype: dtype.to_owned(), seq, view_stream, frame }))
     }
 
     /// Makes `cuda_stream` wait for the frame (once per stream); StreamClosedError once released.
@@ -48,53 +49,6 @@ impl PyDeviceFrame {
 
 #[pymethods]
 impl PyDeviceFrame {
-    #[getter]
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    #[getter]
-    fn timestamp_ns(&self) -> u64 {
-        self.timestamp_ns
-    }
-
-    /// Write time in seconds since the epoch.
-    #[getter]
-    fn timestamp(&self) -> f64 {
-        self.timestamp_ns as f64 / 1e9
-    }
-
-    #[getter]
-    fn frame_id(&self) -> i64 {
-        self.frame_id
-    }
-
-    #[getter]
-    fn meta<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.meta)
-    }
-
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
-        self.spec.shape_tuple.bind(py).clone()
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
-        self.spec.dtype.bind(py).clone()
-    }
-
-    /// "cuda:N".
-    #[getter]
-    fn device(&self) -> String {
-        format!("cuda:{}", self.frame.device())
-    }
-
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.spec.frame_bytes
-    }
-
     /// The device address of the frame in this process (valid while the frame is held).
     #[getter]
     fn ptr(&self) -> u64 {

@@ -11,6 +11,7 @@ mod device_frame;
 mod device_loan;
 mod dlpack;
 mod gpu;
+mod header;
 mod errors;
 mod fork;
 mod frame;
@@ -139,6 +140,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_FRAME_ARRAYS", framebus::ring::frame_table::MAX_ARRAYS)?;
     m.add("MAX_ARRAY_NAME", framebus::ring::frame_table::MAX_NAME)?;
     m.add_class::<stream::PyStream>()?;
+    m.add_class::<header::PyArrayHeader>()?;
+    m.add_class::<header::PySlotHeader>()?;
+    m.add_class::<header::PyFrameHeader>()?;
     m.add_class::<frame::PyFrame>()?;
     m.add_class::<loan::PyLoan>()?;
     m.add_class::<device_array::PyDeviceArray>()?;

@@ -122,7 +122,7 @@ impl PyStream {
                 let fresh = PyDeviceArray::wrap(py, py.detach(|| ds.new_buffer()).map_err(CoreError)?, &s.spec().dtype, &s.spec().shape)?;
                 fresh.buffer.set_pending(cuda_stream);
                 let ptr = fresh.buffer.ptr();
-                (Place(ptr, true), Bound::new(py, fresh)?.into_any(), cuda_stream)
+                (Place(ptr, true), Bound::new(py, fresh.init(py))?.into_any(), cuda_stream)
             }
         };
         let pinned = match new {
@@ -316,7 +316,7 @@ impl PyDeviceStream {
         let deadline = deadline(py, timeout)?;
         let loan = this.blocking(py, deadline, false, |d, check| ds.begin_loan(d, check))?;
         py.detach(|| loan.order_after_readers(cuda_stream)).map_err(CoreError)?;
-        let loan = PyDeviceLoan::new(py, &this.name, &this.spec, &ds.ring().spec().dtype, loan, cuda_stream, values)?;
+        let loan = PyDeviceLoan::new(py, &this.name, &this.spec, &ds.ring().spec().dtype, loan, cuda_stream, values);
         Ok(Bound::new(py, loan)?.into_any().unbind())
     }
 }

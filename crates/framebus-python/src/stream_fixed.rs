@@ -108,6 +108,6 @@ impl PyStream {
         let before = s.lock_recoveries();
         let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
         self.warn_recovered(py, s, before)?;
-        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
+        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values).init(py))
     }
 }

@@ -9,6 +9,7 @@ use framebus::ring::frame_table::{ArraySpec, FrameTable};
 use framebus::{Deadline, Error, FrameInfo, Pinned};
 use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 
 use crate::args::small_shape;
 use crate::array::{data_ptr, DataPtr};
@@ -116,7 +117,7 @@ impl PyStream {
     }
 
     /// A view of a pinned frame of this stream.
-    pub(crate) fn frame_view_variable(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyFrame> {
+    pub(crate) fn frame_view_variable(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyClassInitializer<PyFrame>> {
         let parts = self.parts_of(py, v, s, &pinned)?;
         Ok(PyFrame::with_parts(py, &self.name, parts, pinned))
     }
@@ -167,6 +168,6 @@ impl PyStream {
         guard.write_table(&table);
         self.warn_recovered(py, s, before)?;
         let spec = parts.parts[0].spec.clone_ref(py);
-        Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts))
+        Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts).init(py))
     }
 }
