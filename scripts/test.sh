@@ -22,6 +22,9 @@ cargo fmt --all --check
 .venv/bin/ruff check .
 step "cargo clippy (lints of the core and the bindings)"
 cargo clippy -q -p framebus -p framebus-python --all-targets -- -D warnings
+step "the core without GPU doors (cargo features cuda and fake-cuda off): builds, and refuses device streams clearly"
+cargo check -q -p framebus --no-default-features
+cargo test -q -p framebus --no-default-features --test gpu_not_built
 step "cargo test: the Rust core's unit, multi-process and property tests"
 cargo test -p framebus --release -q
 step "loom models of the ring protocol"

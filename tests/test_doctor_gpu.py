@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from framebus import _native
 from framebus.commands import doctor
 from framebus.commands.doctor import Check
 
@@ -112,25 +113,57 @@ def test_check_cuda_lists_the_driver_and_devices_and_probes_the_first():
     assert probed == ["cuda:0"] and probe.detail == "probed"
 
 
+NO_DRIVER = _native.DOOR_CODES["FRAMEBUS_NO_CUDA_DRIVER"]
+BAD_SETTING = _native.DOOR_CODES["FRAMEBUS_BAD_SETTING"]
+NOT_BUILT = _native.DOOR_CODES["FRAMEBUS_GPU_NOT_BUILT"]
+NO_DEVICE = 100  # CUDA_ERROR_NO_DEVICE
+
+
 @pytest.mark.parametrize(
-    "error, env, runtime, words",
+    "code, env, runtime, words",
     [
-        ("dlopen(libcuda.so.1) failed: no CUDA driver found (libcuda.so.1)", {}, None, "install the NVIDIA driver"),
-        ("dlopen(libcuda.so.1) failed: no CUDA driver found (libcuda.so.1)", {}, "docker", "--gpus all"),
-        ("cuInit failed with CUDA_ERROR_NO_DEVICE (100)", {"CUDA_VISIBLE_DEVICES": ""}, None, "hides every GPU"),
-        ("cuInit failed with CUDA_ERROR_NO_DEVICE (100)", {"CUDA_VISIBLE_DEVICES": "-1"}, "docker", "hides every GPU"),
-        ("cuInit failed with CUDA_ERROR_NO_DEVICE (100)", {}, None, "nvidia-smi"),
-        ("cuInit failed with CUDA_ERROR_NO_DEVICE (100)", {}, "kubepods", "nvidia.com/gpu"),
-        ("cuInit failed with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)", {}, None, "different versions"),
-        ("cuInit failed with CUDA_ERROR_INSUFFICIENT_DRIVER (35)", {}, None, "update the driver"),
-        ("the driver reports no device", {"FRAMEBUS_CUDA": "fake"}, None, "unset FRAMEBUS_CUDA"),
-        ('"bogus" is not a door', {"FRAMEBUS_CUDA": "bogus"}, None, "'cuda' or 'fake'"),
+        (NO_DRIVER, {}, None, "install the NVIDIA driver"),
+        (NO_DRIVER, {}, "docker", "--gpus all"),
+        (NO_DEVICE, {"CUDA_VISIBLE_DEVICES": ""}, None, "hides every GPU"),
+        (NO_DEVICE, {"CUDA_VISIBLE_DEVICES": "-1"}, "docker", "hides every GPU"),
+        (NO_DEVICE, {}, None, "nvidia-smi"),
+        (NO_DEVICE, {}, "kubepods", "nvidia.com/gpu"),
+        (803, {}, None, "different versions"),
+        (35, {}, None, "update the driver"),
+        (None, {"FRAMEBUS_CUDA": "fake"}, None, "unset FRAMEBUS_CUDA"),
+        (BAD_SETTING, {"FRAMEBUS_CUDA": "bogus"}, None, "'cuda' or 'fake'"),
+        (NOT_BUILT, {}, None, "built without GPU streams"),
     ],
 )
-def test_the_fix_when_there_is_no_gpu(error, env, runtime, words):
-    assert words in doctor.cuda_fix(error, env=env, runtime=runtime)
+def test_the_fix_when_there_is_no_gpu(code, env, runtime, words):
+    assert words in doctor.cuda_fix(code, env=env, runtime=runtime)
+
+
+def test_the_fix_is_chosen_by_the_code_not_the_words():
+    # A message that mentions another error's number or words does not steer the fix: only
+    # the code does (the driver's text may change, or be translated).
+    info = {"door": "cuda", "driver_version": 13000, "devices": [], "error_code": 100,
+            "error": "cuInit failed with CUDA_ERROR_NO_DEVICE (100): mismatch 803 insufficient (35)"}
+    (c,) = doctor.check_cuda(info, ipc=None)
+    assert "different versions" not in c.fix and "update the driver" not in c.fix, c.fix
+    info = dict(info, error_code=803, error="something the driver said")
+    (c,) = doctor.check_cuda(info, ipc=None)
+    assert "different versions" in c.fix
+
+
+def test_gpu_info_carries_the_doors_error_as_values():
+    code = """
+import json, framebus
+print(json.dumps(framebus.gpu_info()))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    bogus = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=dict(env, FRAMEBUS_CUDA="bogus"), check=True).stdout)
+    assert (bogus["error_code"], bogus["error_name"], bogus["error_call"]) == (BAD_SETTING, "FRAMEBUS_BAD_SETTING", "FRAMEBUS_CUDA")
+    assert bogus["built"] == ["cuda", "fake"]
+    fake = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=dict(env, FRAMEBUS_CUDA="fake"), check=True).stdout)
+    assert fake["error_code"] is None and fake["error"] is None and fake["door"] == "fake"
 
 
 def test_no_device_is_information_with_the_fix():
-    (c,) = doctor.check_cuda({"door": None, "driver_version": None, "devices": [], "error": "dlopen(libcuda.so.1) failed: no CUDA driver found"}, ipc=None)
+    (c,) = doctor.check_cuda({"door": None, "driver_version": None, "devices": [], "error": "no CUDA driver found: libcuda.so.1 could not be loaded", "error_code": NO_DRIVER}, ipc=None)
     assert c.status == "info" and "no GPU streams here" in c.detail and "CPU streams are unaffected" in c.detail and c.fix

@@ -625,3 +625,85 @@ def test_door_setting_not_understood_and_missing_driver_are_said_plainly(name):
     for text in (unset["error"], unset["create"]):
         assert text.count("libcuda.so.1") == 1 and "FRAMEBUS_NO_CUDA_DRIVER" not in text and "failed with" not in text, text
         assert "FRAMEBUS_CUDA=fake" in text, text
+
+
+def test_device_streams_are_their_own_class_and_host_streams_take_no_cuda_stream(name):
+    """create(device=)/open() give a DeviceStream (a Stream subclass whose frame methods take a
+    CUDA stream=); host streams have no stream= keyword at all, and the native host methods
+    refuse a device handle."""
+    r = run(
+        """
+        import pickle
+        from framebus.errors import StreamPermissionError
+        name = sys.argv[1]
+        out = {}
+        def err(f):
+            try:
+                f(); return None
+            except Exception as e:
+                return [type(e).__name__, str(e)]
+        s = framebus.create(name, shape=(4, 4), dtype=np.uint8, device=0, cpu_mirror=True)
+        s.write(np.full((4, 4), 3, np.uint8), stream=0)
+        r = framebus.open(name)
+        ro = framebus.open(name, readonly=True)
+        mirror = framebus.open(name, device="cpu")
+        again = pickle.loads(pickle.dumps(r))
+        out["types"] = [type(x).__name__ for x in (s, r, ro, mirror, again)]
+        out["is_stream"] = [isinstance(x, framebus.Stream) for x in (s, r, ro, mirror, again)]
+        out["is_device"] = [isinstance(x, framebus.DeviceStream) for x in (s, r, ro, mirror, again)]
+        out["ro_write"] = err(lambda: ro.write(np.zeros((4, 4), np.uint8), stream=0))
+        out["ro_loan"] = err(lambda: ro.loan(stream=0))
+        with r.view(timeout=5, stream=0) as f:
+            out["view"] = [type(f).__name__, int(device_bytes(f).sum())]
+        out["mirror_read"] = int(mirror.read().sum())
+        out["native_host_on_device"] = err(lambda: _native.Stream.write(s, np.zeros((4, 4), np.uint8)))
+        out["native_host_loan_on_device"] = err(lambda: _native.Stream.loan(s))
+        out["native_open_device"] = err(lambda: _native.Stream(name))
+        h = framebus.create(name + "-host", shape=(4, 4), dtype=np.uint8)
+        out["host_type"] = type(h).__name__
+        for call, f in [("write", lambda: h.write(np.zeros((4, 4), np.uint8), stream=0)), ("read", lambda: h.read(stream=0)),
+                        ("read_new", lambda: h.read_new(timeout=0, stream=0)), ("view", lambda: h.view(stream=0)),
+                        ("wait_view", lambda: h.wait_view(0, stream=0)), ("loan", lambda: h.loan(stream=0)),
+                        ("view_seq", lambda: h.view_seq(1, stream=0)), ("read_into", lambda: h.read_into(np.zeros((4, 4), np.uint8), stream=0))]:
+            out["host_" + call] = err(f)
+        for x in (again, mirror, ro, r):
+            x.close()
+        h.unlink(); s.unlink()
+        print(json.dumps(out))
+        """,
+        name,
+    )
+    assert r["types"] == ["DeviceStream", "DeviceStream", "_ReadOnlyDeviceStream", "Stream", "DeviceStream"]
+    assert r["is_stream"] == [True] * 5 and r["is_device"] == [True, True, True, False, True]
+    assert r["ro_write"][0] == "StreamPermissionError" and r["ro_loan"][0] == "StreamPermissionError"
+    assert r["view"] == ["DeviceFrame", 3 * 16] and r["mirror_read"] == 3 * 16
+    for key in ("native_host_on_device", "native_host_loan_on_device"):
+        assert r[key][0] == "InvalidArgumentError" and "DeviceStream" in r[key][1], r[key]
+    assert r["native_open_device"][0] == "InvalidArgumentError" and "DeviceStream" in r["native_open_device"][1]
+    assert r["host_type"] == "Stream"
+    for call in ("write", "read", "read_new", "view", "wait_view", "loan", "view_seq", "read_into"):
+        assert r["host_" + call][0] == "TypeError" and "'stream'" in r["host_" + call][1], (call, r["host_" + call])
+
+
+def test_door_errors_reach_python_as_values(name):
+    """A door error is an exception whose code, code_name and call are the door's (what
+    `framebus doctor` decides from), for a missing door and for a failed CUDA call alike."""
+    code = """
+        name = sys.argv[1]
+        out = {}
+        def values(f):
+            try:
+                f(); return None
+            except Exception as e:
+                return [type(e).__name__, getattr(e, "code", "-"), getattr(e, "code_name", "-"), getattr(e, "call", "-")]
+        out["create"] = values(lambda: framebus.create(name, shape=(4, 4), dtype=np.uint8, device=0).unlink())
+        out["array"] = values(lambda: framebus.DeviceArray.empty((4, 4), np.uint8, device=5))
+        out["codes"] = _native.DOOR_CODES
+        print(json.dumps(out))
+        """
+    bogus = run(code, name, door="bogus")
+    assert bogus["create"] == ["DeviceUnavailableError", bogus["codes"]["FRAMEBUS_BAD_SETTING"], "FRAMEBUS_BAD_SETTING", "FRAMEBUS_CUDA"]
+    assert bogus["array"] == ["DeviceUnavailableError", bogus["codes"]["FRAMEBUS_BAD_SETTING"], "FRAMEBUS_BAD_SETTING", "FRAMEBUS_CUDA"]
+    fake = run(code, name, door="fake")
+    assert fake["create"] is None
+    assert fake["array"] == ["DeviceError", 101, "CUDA_ERROR_INVALID_DEVICE", "cuMemAlloc"]

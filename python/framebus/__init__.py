@@ -42,6 +42,7 @@ from ._stream import Publication, Stream, create, open, stream, unlink
 
 
 from ._device import gpu_available, gpu_info
+from ._device_stream import DeviceStream
 from ._native import DeviceArray, DeviceFrame, DeviceLoan
 from . import _native
 
@@ -88,6 +89,7 @@ __all__ = [
     "DeviceArray",
     "DeviceFrame",
     "DeviceLoan",
+    "DeviceStream",
     "list_streams",
     "open",
     "pipe",

@@ -43,8 +43,11 @@ def parse_device(device: Any) -> Optional[int]:
 
 def gpu_info() -> Dict[str, Any]:
     """What this process can reach of GPUs, never raising: ``door`` ("cuda", "fake" or None),
-    ``driver_version`` (for example 13000), ``devices`` (ordinal, name, uuid, total_memory,
-    compute_capability) and ``error`` (why there is no door, or None)."""
+    ``built`` (the doors this build has: "cuda", "fake"), ``driver_version`` (for example
+    13000), ``devices`` (ordinal, name, uuid, total_memory, compute_capability), and why there is
+    no door: ``error`` (the message) with ``error_code`` (the driver's ``CUresult``, or one of
+    ``_native.DOOR_CODES``), ``error_name`` and ``error_call``; all four None when there is one.
+    Decide from ``error_code``, not from the message."""
     return dict(_native.gpu_info())
 
 

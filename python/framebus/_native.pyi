@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["COUNT_LIMITS", "DeviceArray", "DeviceFrame", "DeviceLoan", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_ArrayHeader", "_FrameHeader", "_Opened", "_SlotHeader", "_open", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -22,10 +22,15 @@ FRAME_TABLE_BYTES: int
 MAX_FRAME_ARRAYS: int
 #: Most bytes (UTF-8) of an array name in such a frame.
 MAX_ARRAY_NAME: int
+#: framebus's own GPU door error codes (negative; the driver's ``CUresult`` codes are positive)
+#: by name: FRAMEBUS_NO_CUDA_DRIVER, FRAMEBUS_BAD_SETTING, FRAMEBUS_GPU_NOT_BUILT. They are the
+#: ``code``/``code_name`` of a DeviceError and ``error_code``/``error_name`` of ``gpu_info()``.
+DOOR_CODES: Dict[str, int]
 
 @disjoint_base
 class Stream:
-    """One handle on a stream. Use framebus.create()/framebus.open() rather than this class."""
+    """One handle on a host stream, and the ring operations every handle shares (DeviceStream
+    inherits them). Use framebus.create()/framebus.open() rather than this class."""
 
     def __new__(
         cls,
@@ -42,14 +47,13 @@ class Stream:
         permissions: Optional[int] = None,
         exist_ok: bool = False,
         variable: bool = False,
-        device: Optional[int] = None,
-        cpu_mirror: bool = False,
-        access: str = "auto",
+        _opened: Optional["_Opened"] = None,
     ) -> "Stream":
-        """Opens ``name`` as a ``mode`` reader, or with ``create=True`` creates it (the core checks
-        every value; ``framebus.create`` is the documented way). ``device`` (a CUDA ordinal)
-        creates a device stream, ``cpu_mirror`` also keeps its frames in host memory; ``access``
-        ("auto", "device", "host") says how an opened device stream is reached."""
+        """Opens the host stream ``name`` as a ``mode`` reader (a device stream only through its
+        CPU mirror; InvalidArgumentError for one this process reaches through the GPU: open it
+        as a DeviceStream), or with ``create=True`` creates it (the core checks every value;
+        ``framebus.create`` is the documented way). ``_opened`` adopts a handle ``_open``
+        opened."""
     @property
     def name(self) -> str: ...
     @property
@@ -105,7 +109,7 @@ class Stream:
     def lock_recoveries(self) -> int: ...
     @property
     def lock_owner(self) -> Optional[int]: ...
-    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None, codec: Optional[str] = None, stream: Optional[Any] = None) -> None:
+    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None, codec: Optional[str] = None) -> None:
         """Copies ``value`` into the next free slot and publishes it (one copy). ``value`` is
         checked first (shape, dtype, metadata size, ``seq``): on error nothing is written.
 
@@ -134,24 +138,14 @@ class Stream:
         encoded packet (for example ``"h264"``; ``framebus record`` feeds such frames to FFmpeg
         as they are). Raises ValueError naming the limit for a frame larger than the capacity,
         more than 31 arrays, a name longer than 32 bytes, a shape whose size overflows, and
-        TypeError for object, text or record dtypes; nothing is written then. One copy.
-
-        On a device stream ``value`` is an array on the stream's device that speaks
-        ``__cuda_array_interface__`` or DLPack (torch, CuPy, JAX, Numba, DeviceArray) of exactly
-        the stream's shape and dtype, C-contiguous (device arrays are not converted), copied
-        device-to-device on ``stream`` (a CUDA stream: an int handle, ``torch.cuda.Stream``,
-        ``cupy.cuda.Stream``; by default the stream the array's interface names, else the legacy
-        default stream) after every reader's work on the slot; nothing waits on the host. A
-        NumPy array is uploaded (the call waits for that copy). InvalidArgumentError for another
-        shape, dtype or device, or memory the driver does not know. ``stream=`` on a host stream
-        is an InvalidArgumentError."""
+        TypeError for object, text or record dtypes; nothing is written then. One copy."""
     def _write_raw(self, data: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None) -> None:
         """Writes a variable-shape frame given whole, table first (as ``Frame._raw`` shows it;
         a bridge's receiving end). The table is validated against this stream's capacity first
         (InvalidArgumentError naming the problem; nothing written). One copy."""
     def clear(self, *, timeout: Optional[float] = None) -> None:
         """Publishes a frame of zeros (a variable-shape stream: an empty byte payload)."""
-    def read(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
+    def read(self, *, out: Optional[Any] = None) -> Any:
         """A copy of the newest frame (into ``out`` if given). Never torn. Waits only while the
         writer rewrites the newest frame's slot, which it does once every reader has taken that
         frame (one frame's copy; ``read_new`` and ``wait_view`` wait for a new frame). Raises
@@ -163,37 +157,31 @@ class Stream:
         On a variable-shape stream: the frame's array, a dict of its named arrays, or ``bytes``
         for a byte payload; ``out`` is an array (a dict of arrays
         for a dict frame) of exactly the frame's shape and dtype, else InvalidArgumentError
-        naming both and nothing is copied.
-
-        On a device stream: a copy queued on ``stream`` (after the frame's ready event) into
-        ``out`` (a device array of the stream's device, shape and dtype; or a NumPy array, then
-        the call waits for the download) or into a new ``DeviceArray``."""
-    def read_into(self, out: Any, *, stream: Optional[Any] = None) -> Any:
+        naming both and nothing is copied."""
+    def read_into(self, out: Any) -> Any:
         """Copies the newest frame into ``out`` and returns ``out`` (no allocation); raises as
         ``read``."""
-    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None) -> Any:
         """Waits (futex, GIL released, Ctrl-C checked every 100 ms) for a frame newer than the
         last one this handle saw and returns a copy (as read() does). TimeoutError after ``timeout``;
         StreamEndedError once the writer ended the stream. Whatever the timeout, a wait that can
         get no frame any more says so within about a second: StreamReplacedError when the
         stream's name was removed or now belongs to a new stream, DeviceUnavailableError (naming
         the pid) when the process owning a device stream's GPU memory died."""
-    def _read_info(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
-    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
+    def _read_info(self, *, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
+    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...
     def wait(self, *, timeout: Optional[float] = None) -> int:
         """Waits for a frame newer than the last one this handle saw; returns its sequence.
         Raises as read_new()."""
     def wait_after(self, after: int, *, timeout: Optional[float] = None) -> int:
         """Waits for a frame newer than sequence ``after``; returns the newest sequence. Raises
         as read_new()."""
-    def view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> Any:
-        """Zero-copy read-only view of the newest frame, pinned until released: a ``Frame``, or
-        for a device stream a ``DeviceFrame`` whose ``__cuda_array_interface__`` is ordered on
-        ``stream``."""
-    def wait_view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> Any:
+    def view(self, timeout: Optional[float] = None) -> Any:
+        """Zero-copy read-only view of the newest frame, pinned until released (a ``Frame``)."""
+    def wait_view(self, timeout: Optional[float] = None) -> Any:
         """Zero-copy view of the next frame this handle has not seen (read_new semantics and
         errors)."""
-    def view_seq(self, seq: int, *, stream: Optional[Any] = None) -> Optional[Any]:
+    def view_seq(self, seq: int) -> Optional[Any]:
         """Zero-copy, pinned view of frame ``seq`` if the ring still holds it, else None (a later
         write reused its slot, or it is not written yet). Does not wait and does not copy. For a
         consumer told which frame to take by another channel (a message naming the sequence
@@ -213,7 +201,6 @@ class Stream:
         nbytes: Optional[int] = None,
         arrays: Optional[Dict[str, Tuple[Any, Any]]] = None,
         codec: Optional[str] = None,
-        stream: Optional[Any] = None,
     ) -> Any:
         """A writable array in the next free slot: fill it, then commit (or leave the with block).
         No copy. ``frame_id``, ``meta``, ``timestamp_ns`` and ``seq`` (as in write(): without
@@ -227,11 +214,7 @@ class Stream:
         marks it as an encoded packet) or ``arrays={name: (shape, dtype)}`` (several arrays in
         one slot: ``loan.arrays`` / the ``with`` target is a dict of writable arrays). Limits as
         in write(): ValueError/TypeError, nothing claimed. A fixed-shape stream accepts only its
-        own ``shape``/``dtype`` there.
-
-        A device stream returns a ``DeviceLoan`` (the slot's device memory, DLPack and
-        ``__cuda_array_interface__``) whose CUDA ``stream`` already waits for the readers' work on
-        the slot; commit records the frame's ready event on it."""
+        own ``shape``/``dtype`` there."""
     def set_role(self, role: str, label: str = "") -> None:
         """Tags this handle for monitors (``framebus top``, ``framebus.stat``): ``role`` is one
         of "handle", "bridge out", "bridge in", "record", "play", "monitor", "writer"; ``label`` a
@@ -271,8 +254,144 @@ class Stream:
     def unlink(self) -> bool: ...
     def close(self) -> None: ...
 
+@disjoint_base
+class DeviceStream(Stream):
+    """One handle on a device stream: its frames live in one CUDA device's memory. The ring
+    operations (waits, the write lock, end, counters, close) are Stream's; the frame methods
+    here take ``stream``, a CUDA stream (an int handle, ``torch.cuda.Stream``,
+    ``cupy.cuda.Stream``; None: the stream an array's interface names, else the legacy default
+    stream), and order work between processes with CUDA events, never a host wait. Use
+    framebus.create(..., device=...)/framebus.open() rather than this class."""
+
+    def __new__(
+        cls,
+        name: str,
+        *,
+        mode: str = "latest",
+        create: bool = False,
+        dtype: Optional[str] = None,
+        itemsize: Optional[int] = None,
+        shape: Optional[List[int]] = None,
+        slots: Optional[int] = None,
+        meta_capacity: Optional[int] = None,
+        max_readers: Optional[int] = None,
+        permissions: Optional[int] = None,
+        exist_ok: bool = False,
+        device: int = 0,
+        cpu_mirror: bool = False,
+        _opened: Optional["_Opened"] = None,
+    ) -> "DeviceStream":
+        """Opens the device stream ``name`` through its GPU as a ``mode`` reader, or with
+        ``create=True`` creates it on CUDA device ``device`` (``cpu_mirror`` also keeps every
+        frame in host memory). DeviceUnavailableError without a GPU door (no driver, the GPU not
+        visible, a framebus built without GPU streams), InvalidArgumentError for a host stream."""
+    @property
+    def device(self) -> str:
+        """"cuda:N": this process's ordinal of the stream's device."""
+    def write(self, value: Any, *, frame_id: Optional[int] = None, meta: Optional[Any] = None, timeout: Optional[float] = None, timestamp_ns: Optional[int] = None, seq: Optional[int] = None, stream: Optional[Any] = None) -> None:  # type: ignore[override]
+        """Copies ``value`` into the next free slot and publishes it; ``frame_id``, ``meta``,
+        ``timeout``, ``timestamp_ns`` and ``seq`` as in Stream.write. ``value`` is an array on the
+        stream's device that speaks ``__cuda_array_interface__`` or DLPack (torch, CuPy, JAX,
+        Numba, DeviceArray) of exactly the stream's shape and dtype, C-contiguous (device arrays
+        are not converted), copied device-to-device on ``stream`` after every reader's work on
+        the slot; nothing waits on the host. A NumPy array is uploaded (the call waits for that
+        copy). InvalidArgumentError for another shape, dtype or device, or memory the driver does
+        not know; DeviceError (with the driver's ``code``) when a CUDA call fails."""
+    def clear(self, *, timeout: Optional[float] = None) -> None:
+        """Publishes a frame of zeros (uploaded)."""
+    def read(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:  # type: ignore[override]
+        """A copy of the newest frame queued on ``stream`` (after the frame's ready event) into
+        ``out`` (a device array of the stream's device, shape and dtype; or a NumPy array, then
+        the call waits for the download) or into a new ``DeviceArray``."""
+    def read_into(self, out: Any, *, stream: Optional[Any] = None) -> Any:  # type: ignore[override]
+        """Copies the newest frame into ``out`` on ``stream`` and returns ``out``."""
+    def read_new(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Any:  # type: ignore[override]
+        """Waits for a frame newer than the last one this handle saw (as Stream.read_new) and
+        returns a copy (as read())."""
+    def _read_info(self, *, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...  # type: ignore[override]
+    def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[Any] = None, stream: Optional[Any] = None) -> Tuple[Any, int, int, int, bytes]: ...  # type: ignore[override]
+    def view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> "DeviceFrame":  # type: ignore[override]
+        """Zero-copy ``DeviceFrame`` of the newest frame, pinned until released; its
+        ``__cuda_array_interface__`` is ordered on ``stream``."""
+    def wait_view(self, timeout: Optional[float] = None, *, stream: Optional[Any] = None) -> "DeviceFrame":  # type: ignore[override]
+        """Zero-copy ``DeviceFrame`` of the next frame this handle has not seen (Stream.read_new's
+        waits and errors)."""
+    def view_seq(self, seq: int, *, stream: Optional[Any] = None) -> Optional["DeviceFrame"]:  # type: ignore[override]
+        """Zero-copy ``DeviceFrame`` of frame ``seq`` if the ring still holds it, else None (as
+        Stream.view_seq)."""
+    def loan(  # type: ignore[override]
+        self,
+        timeout: Optional[float] = None,
+        *,
+        frame_id: Optional[int] = None,
+        meta: Optional[Any] = None,
+        timestamp_ns: Optional[int] = None,
+        seq: Optional[int] = None,
+        stream: Optional[Any] = None,
+    ) -> "DeviceLoan":
+        """A ``DeviceLoan`` of the next free slot (its device memory, DLPack and
+        ``__cuda_array_interface__``) whose CUDA ``stream`` already waits for the readers' work on
+        the slot; commit records the frame's ready event on it. Waits and raises as
+        Stream.loan."""
+
 @final
-class Frame:
+class _Opened:
+    """A handle ``_open`` opened, until ``Stream`` or ``DeviceStream`` adopts it."""
+
+    @property
+    def device(self) -> bool:
+        """Whether it reaches a device stream's frames through the GPU (DeviceStream takes it)."""
+
+def _open(name: str, *, mode: str = "latest", access: str = "auto") -> _Opened:
+    """Opens the existing stream ``name`` in reader ``mode``; ``access`` ("auto", "device",
+    "host") says how a device stream is reached. Raises as framebus.open."""
+
+@disjoint_base
+class _ArrayHeader:
+    """What an array, a loan or a frame says about its array, written once for all of them
+    (taken when the object is made)."""
+
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        """Shape of the array; None for a frame (or loan) of several named arrays."""
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        """dtype of the array; None for a frame (or loan) of several named arrays."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array (of all the arrays of a frame of several)."""
+    @property
+    def device(self) -> str:
+        """"cuda:N" for device memory (this process's ordinal), "cpu" for host memory."""
+
+@disjoint_base
+class _SlotHeader(_ArrayHeader):
+    """An array header with the frame's sequence number (loans and frames)."""
+
+    @property
+    def seq(self) -> int:
+        """Sequence number of the frame (1 for a stream's first frame); for a loan, the number
+        the frame gets when committed (the explicit ``seq=`` given to loan(), or the next one)."""
+
+@disjoint_base
+class _FrameHeader(_SlotHeader):
+    """A committed frame's record: write time, frame id and metadata."""
+
+    @property
+    def timestamp_ns(self) -> int:
+        """Write time in ns since the Unix epoch."""
+    @property
+    def timestamp(self) -> float:
+        """Write time in seconds since the Unix epoch."""
+    @property
+    def frame_id(self) -> int:
+        """User frame id given to write()/loan()."""
+    @property
+    def meta(self) -> bytes:
+        """Metadata bytes of the frame (a copy)."""
+
+@final
+class Frame(_FrameHeader):
     """A committed frame pinned in its slot (zero-copy, read-only).
 
     It behaves as its read-only array: ``frame.mean()``, ``frame.ndim``, ``frame * 2``,
@@ -294,12 +413,6 @@ class Frame:
         """Read-only zero-copy arrays of the frame by name (``{"": array}`` for a frame written
         as one array)."""
     @property
-    def shape(self) -> Optional[Tuple[int, ...]]:
-        """Shape of the frame's array; None for a frame of several named arrays."""
-    @property
-    def dtype(self) -> Optional[np.dtype]:
-        """dtype of the frame's array; None for a frame of several named arrays."""
-    @property
     def names(self) -> Optional[Tuple[str, ...]]:
         """Names of the arrays of a frame written as a dict; None otherwise."""
     @property
@@ -317,15 +430,9 @@ class Frame:
     def codec(self) -> Optional[str]:
         """Codec of an encoded packet (``write(..., codec=)``); None for none."""
     @property
-    def seq(self) -> int: ...
-    @property
-    def timestamp_ns(self) -> int: ...
-    @property
-    def timestamp(self) -> float: ...
-    @property
-    def frame_id(self) -> int: ...
-    @property
-    def meta(self) -> bytes: ...
+    def meta(self) -> bytes:
+        """Metadata bytes of the frame (a copy), read from the pinned slot when asked for;
+        StreamClosedError once released."""
     @property
     def released(self) -> bool: ...
     @property
@@ -379,7 +486,7 @@ class Frame:
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 @final
-class Loan:
+class Loan(_SlotHeader):
     """A claimed slot: a writable array published on commit() or clean with-exit.
 
     One loan at a time per stream and thread: a second loan() or a write() while this one is
@@ -397,9 +504,6 @@ class Loan:
     @property
     def arrays(self) -> Dict[str, np.ndarray]:
         """The writable arrays by name (``{"": array}`` for a loan of one array)."""
-    @property
-    def seq(self) -> int:
-        """The sequence number the frame gets (the explicit ``seq=`` given to loan(), or the next one)."""
     def commit(self) -> None:
         """Publishes the frame (no copy). StreamClosedError if already committed or aborted;
         SequenceExhaustedError / InvalidArgumentError if its number cannot be given (the frame
@@ -417,7 +521,7 @@ class _LoanSlot: ...
 class _Pin: ...
 
 @final
-class DeviceArray:
+class DeviceArray(_ArrayHeader):
     """Device memory framebus allocated for this process, one C-contiguous array (DLPack and
     ``__cuda_array_interface__``); freed when the last reference goes."""
 
@@ -432,44 +536,18 @@ class DeviceArray:
     def to_numpy(self, stream: Optional[Any] = None) -> np.ndarray:
         """A NumPy copy (waits for the copy)."""
     @property
-    def shape(self) -> Tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def device(self) -> str: ...
-    @property
     def ptr(self) -> int: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]: ...
     def __dlpack__(self, *, stream: Optional[Any] = None, max_version: Optional[Any] = None, dl_device: Optional[Any] = None, copy: Optional[bool] = None) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
 @final
-class DeviceFrame:
+class DeviceFrame(_FrameHeader):
     """A frame of a device stream pinned in its slot (zero-copy): ``torch.from_dlpack(frame)``,
     ``cupy.asarray(frame)``. Releasing it records this handle's release event on every CUDA
     stream it went to, then unpins."""
 
-    @property
-    def seq(self) -> int: ...
-    @property
-    def timestamp_ns(self) -> int: ...
-    @property
-    def timestamp(self) -> float: ...
-    @property
-    def frame_id(self) -> int: ...
-    @property
-    def meta(self) -> bytes: ...
-    @property
-    def shape(self) -> Tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def device(self) -> str: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def ptr(self) -> int: ...
     @property
@@ -485,23 +563,13 @@ class DeviceFrame:
     def __exit__(self, *_exc: Any) -> None: ...
 
 @final
-class DeviceLoan:
+class DeviceLoan(_SlotHeader):
     """The next free slot of a device stream, writable device memory until committed."""
 
     def commit(self, stream: Optional[Any] = None) -> int: ...
     def abort(self) -> None: ...
     @property
-    def seq(self) -> int: ...
-    @property
-    def shape(self) -> Tuple[int, ...]: ...
-    @property
-    def dtype(self) -> np.dtype: ...
-    @property
-    def device(self) -> str: ...
-    @property
     def ptr(self) -> int: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def open(self) -> bool: ...
     @property
@@ -512,7 +580,10 @@ class DeviceLoan:
     def __exit__(self, exc_type: Any = None, _exc: Any = None, _tb: Any = None) -> bool: ...
 
 def gpu_info() -> Dict[str, Any]:
-    """What this process can reach of GPUs (door, driver_version, devices, error); never raises."""
+    """What this process can reach of GPUs, never raising: ``door`` ("cuda", "fake" or None),
+    ``built`` (the doors this build has), ``driver_version``, ``devices``, and why there is no
+    door: ``error`` (the message), ``error_code``, ``error_name``, ``error_call`` (the door's
+    error as values; None when there is a door)."""
 def fake_cuda_read(ptr: int, nbytes: int) -> bytes:
     """The fake door's device bytes (FRAMEBUS_CUDA=fake; tests)."""
 def fake_cuda_counts() -> Tuple[int, int, int]:

@@ -10,7 +10,7 @@ import operator
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -28,6 +28,11 @@ from .errors import (
 from .monitor import WRITING_ROLES
 
 __all__ = ["Stream", "Publication", "create", "open", "stream", "unlink"]
+
+#: The device-stream handle classes (plain, read-only) that create() and open() make when a stream
+#: in GPU memory is asked for or found. ``_device_stream`` subclasses Stream, so it imports this
+#: module and sets them here (the package imports both); this module never imports it back.
+DEVICE_CLASSES: Dict[str, type] = {}
 
 
 @dataclass(frozen=True)
@@ -380,7 +385,8 @@ def create(
     ``read`` returns the same (an array, a dict, or bytes); ``loan`` takes ``shape=``/``dtype=``,
     ``nbytes=`` or ``arrays={name: (shape, dtype)}``. ``dtype`` and ``size`` do not apply then.
 
-    ``device="cuda:0"`` (also ``0``, ``"cuda"``, a ``torch.device``) creates a device stream:
+    ``device="cuda:0"`` (also ``0``, ``"cuda"``, a ``torch.device``) creates a device stream
+    and returns a :class:`DeviceStream` (a Stream whose frame methods take a CUDA ``stream=``):
     the slots live in that GPU's memory, allocated now by this process, which owns it (it is
     freed when the stream is unlinked, or when this process exits). ``write`` then takes any
     array speaking DLPack or ``__cuda_array_interface__`` on that device (torch, CuPy, JAX,
@@ -425,11 +431,24 @@ def create(
             f"size={size} does not match shape {dims} and dtype {dt} ({nbytes} bytes); omit size or fix it"
         )
     ordinal = parse_device(device)
-    stream = Stream(
-        name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
-        max_readers=max_readers, permissions=permissions, exist_ok=exist_ok, variable=variable, device=ordinal,
-        cpu_mirror=bool(cpu_mirror),
-    )
+    stream: Stream
+    if ordinal is None:
+        if cpu_mirror:
+            raise InvalidArgumentError('cpu_mirror=True needs a device stream (device="cuda:0"): a host stream is already in host memory')
+        stream = Stream(
+            name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
+            max_readers=max_readers, permissions=permissions, exist_ok=exist_ok, variable=variable,
+        )
+    else:
+        if variable:
+            raise InvalidArgumentError(
+                "a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory; "
+                "create it with shape= and dtype="
+            )
+        stream = DEVICE_CLASSES["plain"](
+            name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
+            max_readers=max_readers, permissions=permissions, exist_ok=exist_ok, device=ordinal, cpu_mirror=bool(cpu_mirror),
+        )
     stream._auto_unlink = bool(auto_unlink)
     stream.set_role("writer")  # monitors show it as the writer; close() ends the stream
     return stream
@@ -448,10 +467,11 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Op
     GIL is released while it sleeps), so a stream is opened at most about 50 ms after its
     creator finished creating it.
 
-    A device stream is reached through its GPU; ``device`` chooses: None (default) uses the GPU
-    when this process has it and otherwise the stream's CPU mirror if it has one; ``"cpu"``
-    reads the CPU mirror only (NumPy frames, as a host stream); ``"cuda"``/``"cuda:N"``/``N``
-    requires the GPU (the stream's own device: the ordinal is checked against it).
+    A device stream is reached through its GPU, as a :class:`DeviceStream`; ``device``
+    chooses: None (default) uses the GPU when this process has it and otherwise the stream's
+    CPU mirror if it has one (then the handle is a host Stream); ``"cpu"`` reads the CPU mirror
+    only (NumPy frames, as a host stream); ``"cuda"``/``"cuda:N"``/``N`` requires the GPU (the
+    stream's own device: the ordinal is checked against it).
 
     Raises StreamNotFoundError (FileNotFoundError) when there is no such stream (with a
     ``timeout``: none appeared within it; the message names the timeout),
@@ -461,17 +481,16 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Op
     PermissionError, TooManyReadersError when the stream's reader table is full, TypeError /
     InvalidArgumentError for a bad ``timeout``.
     """
-    cls = _ReadOnlyStream if readonly else Stream
     limit = timeout_seconds(timeout)
     wait = math.inf if limit is None else limit
     access = "auto" if device is None else "host" if parse_device(device) is None else "device"
     if wait == 0:
-        return _checked_device(cls(name, mode=mode, access=access), device)
+        return _checked_device(_open_once(name, mode, readonly, access), device)
     deadline = time.monotonic() + wait
     pause = 0.001
     while True:
         try:
-            return _checked_device(cls(name, mode=mode, access=access), device)
+            return _checked_device(_open_once(name, mode, readonly, access), device)
         except (StreamNotFoundError, StreamNotReadyError):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -483,6 +502,18 @@ def open(name: str, *, mode: str = "latest", readonly: bool = False, timeout: Op
                 ) from None
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
+
+
+def _open_once(name: str, mode: str, readonly: bool, access: str) -> Stream:
+    """Opens ``name`` once and wraps the handle in the class of what it reaches: a
+    DeviceStream for a device stream's GPU, a Stream otherwise (read-only ones if asked)."""
+    opened = _native._open(name, mode=mode, access=access)
+    if opened.device:
+        cls: type = DEVICE_CLASSES["readonly" if readonly else "plain"]
+    else:
+        cls = _ReadOnlyStream if readonly else Stream
+    handle: Stream = cls(name, _opened=opened)
+    return handle
 
 
 def _checked_device(handle: Stream, device: Any) -> Stream:

@@ -5,169 +5,60 @@
 //! is released, this handle's release event is recorded on every CUDA stream it was handed to,
 //! so the writer's next frame into the slot waits for that work.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use framebus::Pinned;
-use numpy::PyArrayDescr;
+use framebus::{DeviceStream, Pinned};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::pyclass_init::PyClassInitializer;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::array::FrameSpec;
-use crate::device_array::core;
 use crate::dlpack;
-use crate::errors::ErrorKind;
+use crate::errors::CoreError;
+use crate::header::{PyArrayHeader, PyFrameHeader, Record};
 
-/// A pinned device frame; see the module documentation.
-#[pyclass(name = "DeviceFrame", module = "framebus._native", frozen)]
+/// A pinned device frame (the core's DeviceFrame); see the module documentation.
+#[pyclass(name = "DeviceFrame", module = "framebus._native", extends = PyFrameHeader, frozen)]
 pub struct PyDeviceFrame {
     name: Arc<str>,
     spec: FrameSpec,
     dtype: String,
-    ptr: u64,
-    device: u32,
     seq: u64,
-    timestamp_ns: u64,
-    frame_id: i64,
-    meta: Vec<u8>,
     /// The CUDA stream given to the view (its `__cuda_array_interface__` orders after it).
     view_stream: u64,
-    state: Mutex<FrameState>,
-}
-
-struct FrameState {
-    pinned: Option<Pinned>,
-    /// CUDA streams made to wait for the frame (the release event is recorded on each).
-    streams: Vec<u64>,
+    frame: framebus::DeviceFrame,
 }
 
 impl PyDeviceFrame {
-    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, pinned: Pinned, view_stream: u64) -> PyResult<PyDeviceFrame> {
-        let stream = pinned.stream().clone();
-        let dev = stream.device_slots().map_err(core)?;
-        let record = pinned.frame();
-        let (seq, timestamp_ns, frame_id, meta) = (record.seq, record.timestamp_ns, record.frame_id, record.meta.to_vec());
-        let ptr = dev.slot_ptr(pinned.slot());
-        Ok(PyDeviceFrame {
-            name: name.clone(),
-            spec: spec.clone_ref(py),
-            dtype: dtype.to_owned(),
-            ptr,
-            device: dev.device(),
-            seq,
-            timestamp_ns,
-            frame_id,
-            meta,
-            view_stream,
-            state: Mutex::new(FrameState { pinned: Some(pinned), streams: Vec::new() }),
-        })
+    /// The Python object's initializer: the frame under its header (shape, dtype, nbytes,
+    /// device, seq, timestamp_ns, frame_id, meta).
+    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, ds: &DeviceStream, pinned: Pinned, view_stream: u64) -> PyResult<PyClassInitializer<PyDeviceFrame>> {
+        let f = pinned.frame();
+        let header = PyFrameHeader::frame(PyArrayHeader::of(py, spec, Some(ds.device())), Record { seq: f.seq, timestamp_ns: f.timestamp_ns, frame_id: f.frame_id, meta: f.meta });
+        let seq = f.seq;
+        let frame = ds.frame(pinned).map_err(CoreError)?;
+        Ok(header.add_subclass(PyDeviceFrame { name: name.clone(), spec: spec.clone_ref(py), dtype: dtype.to_owned(), seq, view_stream, frame }))
     }
 
     /// Makes `cuda_stream` wait for the frame (once per stream); StreamClosedError once released.
     fn acquire_on(&self, py: Python<'_>, cuda_stream: u64) -> PyResult<()> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(pinned) = st.pinned.as_ref() else {
-            return Err(ErrorKind::StreamClosed.err(py, (format!("this frame of stream {:?} was released; take a new view", self.name),)));
-        };
-        if !st.streams.contains(&cuda_stream) {
-            pinned.stream().device_acquire(pinned.slot(), cuda_stream).map_err(core)?;
-            st.streams.push(cuda_stream);
-        }
-        Ok(())
-    }
-
-    /// The handle the frame is pinned through; StreamClosedError once released.
-    fn pinned_stream(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.pinned.as_ref().map(|p| p.stream().clone()).ok_or_else(|| {
-            ErrorKind::StreamClosed.err(py, (format!("this frame of stream {:?} was released; take a new view", self.name),))
-        })
-    }
-
-    /// Records the release event on every stream the frame went to, then unpins.
-    fn release_now(&self, extra: Option<u64>) -> Result<(), framebus::Error> {
-        let (pinned, mut streams) = {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            (st.pinned.take(), std::mem::take(&mut st.streams))
-        };
-        let Some(pinned) = pinned else { return Ok(()) };
-        streams.extend(extra.filter(|s| !streams.contains(s)));
-        let mut result = Ok(());
-        for s in streams {
-            if let Err(e) = pinned.stream().device_release(s) {
-                result = result.and(Err(e));
-            }
-        }
-        drop(pinned);
-        result
-    }
-}
-
-impl Drop for PyDeviceFrame {
-    fn drop(&mut self) {
-        let _ = self.release_now(None);
+        py.detach(|| self.frame.acquire_on(cuda_stream)).map_err(|e| CoreError(e).into())
     }
 }
 
 #[pymethods]
 impl PyDeviceFrame {
-    #[getter]
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    #[getter]
-    fn timestamp_ns(&self) -> u64 {
-        self.timestamp_ns
-    }
-
-    /// Write time in seconds since the epoch.
-    #[getter]
-    fn timestamp(&self) -> f64 {
-        self.timestamp_ns as f64 / 1e9
-    }
-
-    #[getter]
-    fn frame_id(&self) -> i64 {
-        self.frame_id
-    }
-
-    #[getter]
-    fn meta<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.meta)
-    }
-
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
-        self.spec.shape_tuple.bind(py).clone()
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
-        self.spec.dtype.bind(py).clone()
-    }
-
-    /// "cuda:N".
-    #[getter]
-    fn device(&self) -> String {
-        format!("cuda:{}", self.device)
-    }
-
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.spec.frame_bytes
-    }
-
     /// The device address of the frame in this process (valid while the frame is held).
     #[getter]
     fn ptr(&self) -> u64 {
-        self.ptr
+        self.frame.ptr()
     }
 
     /// Whether release() was called (or the `with` block ended).
     #[getter]
     fn released(&self) -> bool {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).pinned.is_none()
+        self.frame.is_released()
     }
 
     /// Read-only, version 3; its `stream` is the view's CUDA stream, already made to wait for
@@ -175,7 +66,7 @@ impl PyDeviceFrame {
     #[getter]
     fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.acquire_on(py, self.view_stream)?;
-        dlpack::cuda_array_interface(py, self.ptr, &self.spec.shape, &self.dtype, true, Some(self.view_stream))
+        dlpack::cuda_array_interface(py, self.frame.ptr(), &self.spec.shape, &self.dtype, true, Some(self.view_stream))
     }
 
     /// A DLPack capsule of the frame (no copy). `stream` is the consumer's CUDA stream, made to
@@ -191,25 +82,19 @@ impl PyDeviceFrame {
             return Err(PyValueError::new_err("DeviceFrame.__dlpack__ does not copy (copy=True): use read_new() for a copy"));
         }
         if let Some(d) = dl_device.filter(|d| !d.is_none()) {
-            if d.extract::<(i32, i32)>()? != (dlpack::KDL_CUDA, me.device as i32) {
+            if d.extract::<(i32, i32)>()? != (dlpack::KDL_CUDA, me.frame.device() as i32) {
                 return Err(PyValueError::new_err("a DeviceFrame exports to its own device only"));
             }
         }
         match dlpack::dlpack_stream(stream)? {
             Some(s) => me.acquire_on(py, s)?,
-            None => {
-                me.acquire_on(py, 0)?;
-                let handle = me.pinned_stream(py)?;
-                let slots = handle.device_slots().map_err(core)?;
-                let (door, device) = (slots.door(), slots.device());
-                py.detach(|| door.synchronize_stream(device, 0)).map_err(|e| ErrorKind::Device.err(py, (e.to_string(),)))?;
-            }
+            None => py.detach(|| me.frame.wait_on_host()).map_err(CoreError)?,
         }
-        dlpack::export_capsule(py, me.ptr, &me.spec.shape, &me.dtype, Some(me.device), slf.clone().into_any().unbind())
+        dlpack::export_capsule(py, me.frame.ptr(), &me.spec.shape, &me.dtype, Some(me.frame.device()), slf.clone().into_any().unbind())
     }
 
     fn __dlpack_device__(&self) -> (i32, i32) {
-        dlpack::device_tuple(self.device)
+        dlpack::device_tuple(self.frame.device())
     }
 
     /// A NumPy copy of the frame (downloads it on `stream` after the frame's ready event and
@@ -217,10 +102,7 @@ impl PyDeviceFrame {
     #[pyo3(signature = (stream = None))]
     fn to_numpy<'py>(&self, py: Python<'py>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Bound<'py, numpy::PyUntypedArray>> {
         let s = dlpack::stream_arg(stream)?.unwrap_or(self.view_stream);
-        self.acquire_on(py, s)?;
-        let handle = self.pinned_stream(py)?;
-        let slots = handle.device_slots().map_err(core)?;
-        crate::device_array::download(py, slots.door(), slots.device(), self.ptr, &self.spec, s, "copying the frame to the host")
+        crate::device_array::download(py, &self.spec, |dst| self.frame.download(dst, s))
     }
 
     /// Lets the frame go: records this handle's release event on every CUDA stream the frame
@@ -229,7 +111,7 @@ impl PyDeviceFrame {
     #[pyo3(signature = (stream = None))]
     fn release(&self, py: Python<'_>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let extra = dlpack::stream_arg(stream)?;
-        py.detach(|| self.release_now(extra)).map_err(core)
+        py.detach(|| self.frame.release(extra)).map_err(|e| CoreError(e).into())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -242,6 +124,6 @@ impl PyDeviceFrame {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        format!("DeviceFrame(stream={:?}, seq={}, shape={:?}, dtype={}, device='cuda:{}')", self.name, self.seq, &self.spec.shape[..], self.spec.dtype.bind(py), self.device)
+        format!("DeviceFrame(stream={:?}, seq={}, shape={:?}, dtype={}, device='cuda:{}')", self.name, self.seq, &self.spec.shape[..], self.spec.dtype.bind(py), self.frame.device())
     }
 }

@@ -9,23 +9,23 @@
 
 use std::sync::{Arc, Mutex};
 
-use framebus::WriteGuard;
-use numpy::PyArrayDescr;
+use framebus::DeviceLoan;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::pyclass_init::PyClassInitializer;
+use pyo3::types::PyDict;
 
 use crate::array::FrameSpec;
-use crate::device_array::core;
 use crate::dlpack;
-use crate::errors::ErrorKind;
+use crate::errors::{CoreError, ErrorKind};
+use crate::header::{PyArrayHeader, PySlotHeader};
 use crate::loan::LoanValues;
 
-type Guard = WriteGuard<Arc<framebus::Stream>>;
+type Guard = DeviceLoan;
 
 /// A claimed device slot with its per-frame values, published by commit() or on a clean
 /// `with` exit.
-#[pyclass(name = "DeviceLoan", module = "framebus._native", frozen)]
+#[pyclass(name = "DeviceLoan", module = "framebus._native", extends = PySlotHeader, frozen)]
 pub struct PyDeviceLoan {
     open: Mutex<Option<Guard>>,
     name: Arc<str>,
@@ -41,12 +41,13 @@ pub struct PyDeviceLoan {
 }
 
 impl PyDeviceLoan {
-    /// A loan of the claimed slot; `stream` already waits for the readers' release events.
-    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, guard: Guard, stream: u64, values: LoanValues) -> PyResult<PyDeviceLoan> {
-        let ptr = guard.device_ptr().map_err(core)?;
-        let device = guard.stream().device_slots().map_err(core)?.device();
-        Ok(PyDeviceLoan {
-            seq: values.seq.unwrap_or_else(|| guard.seq()),
+    /// A loan of the claimed slot (`stream` already waits for the readers' release events): the
+    /// Python object's initializer, the loan under its header (shape, dtype, nbytes, device, seq).
+    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, guard: Guard, stream: u64, values: LoanValues) -> PyClassInitializer<PyDeviceLoan> {
+        let (ptr, device) = (guard.ptr(), guard.device());
+        let seq = values.seq.unwrap_or_else(|| guard.seq());
+        PySlotHeader::loan(PyArrayHeader::of(py, spec, Some(device)), seq).add_subclass(PyDeviceLoan {
+            seq,
             open: Mutex::new(Some(guard)),
             name: name.clone(),
             spec: spec.clone_ref(py),
@@ -89,7 +90,7 @@ impl PyDeviceLoan {
         let s = dlpack::stream_arg(stream)?.unwrap_or(self.stream);
         let guard = self.take(py)?;
         let info = self.values.info();
-        py.detach(|| guard.commit_device(&info, s)).map_err(core)
+        py.detach(|| guard.commit(&info, s)).map_err(|e| CoreError(e).into())
     }
 
     /// Discards the frame (the slot is freed; nothing is published).
@@ -98,37 +99,10 @@ impl PyDeviceLoan {
         Ok(())
     }
 
-    /// The sequence number the frame gets.
-    #[getter]
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> Bound<'py, PyTuple> {
-        self.spec.shape_tuple.bind(py).clone()
-    }
-
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
-        self.spec.dtype.bind(py).clone()
-    }
-
-    /// "cuda:N".
-    #[getter]
-    fn device(&self) -> String {
-        format!("cuda:{}", self.device)
-    }
-
     /// The slot's device address in this process.
     #[getter]
     fn ptr(&self) -> u64 {
         self.ptr
-    }
-
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.spec.frame_bytes
     }
 
     /// Whether the loan is still open (not committed or aborted).

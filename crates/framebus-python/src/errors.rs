@@ -139,8 +139,9 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         | Error::Ended { name }
         | Error::Replaced { name, .. }
         | Error::TooManyReaders { name, .. }
-        | Error::Device { name, .. }
-        | Error::DeviceUnavailable { name, .. }
+        | Error::Released { name }
+        | Error::Device { name: Some(name), .. }
+        | Error::DeviceUnavailable { name: Some(name), .. }
         | Error::WrongMemory { name, .. } => {
             fields.push(("stream", name.as_str()));
         }
@@ -148,6 +149,14 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     }
     for (key, text) in fields {
         if let Err(e) = value.setattr(key, text) {
+            return e;
+        }
+    }
+    // A GPU door error rides on the exception as values (`framebus doctor` decides from them):
+    // the driver's code (or framebus's own, negative), its name, and the call that failed.
+    if let Some(door) = e.door_error() {
+        let set = value.setattr("code", door.code).and_then(|()| value.setattr("code_name", door.name.as_str())).and_then(|()| value.setattr("call", door.call));
+        if let Err(e) = set {
             return e;
         }
     }
@@ -177,6 +186,7 @@ fn exception(py: Python<'_>, e: &Error) -> PyErr {
         Error::Device { .. } => ErrorKind::Device.err(py, (msg,)),
         Error::DeviceUnavailable { .. } => ErrorKind::DeviceUnavailable.err(py, (msg,)),
         Error::WrongMemory { .. } => ErrorKind::InvalidArgument.err(py, (msg,)),
+        Error::Released { .. } => ErrorKind::StreamClosed.err(py, (msg,)),
         Error::Interrupted => PyKeyboardInterrupt::new_err(()),
         Error::Io { source, .. } => ErrorKind::FramebusOS.err(py, (source.raw_os_error().unwrap_or(0), msg)),
     }

@@ -11,11 +11,13 @@ use framebus::Pinned;
 use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::array::FrameSpec;
 use crate::frame_arrays::Parts;
 use crate::errors::{CoreError, ErrorKind};
+use crate::header::{PyArrayHeader, PyFrameHeader, Record};
 
 /// Holds a pin; the base object of a frame's arrays.
 #[pyclass(name = "_Pin", module = "framebus._native", frozen)]
@@ -32,12 +34,11 @@ struct State {
 }
 
 /// One frame, pinned: see the module documentation.
-#[pyclass(name = "Frame", module = "framebus._native", frozen)]
+#[pyclass(name = "Frame", module = "framebus._native", extends = PyFrameHeader, frozen)]
 pub struct PyFrame {
     state: Mutex<State>,
     name: Arc<str>,
     seq: u64,
-    timestamp_ns: u64,
     frame_id: i64,
     spec: FrameSpec,
     /// The frame's own arrays (variable-shape streams); None: one array of `spec`.
@@ -45,26 +46,35 @@ pub struct PyFrame {
 }
 
 impl PyFrame {
-    /// Wraps a pinned frame of a stream with spec `spec`.
-    /// Allocates nothing but the Python object itself (name and spec are shared).
-    pub fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, pinned: Pinned) -> PyFrame {
-        let f = pinned.frame();
-        let (seq, timestamp_ns, frame_id) = (f.seq, f.timestamp_ns, f.frame_id);
-        PyFrame {
-            state: Mutex::new(State { pinned: Some(pinned), holder: None, array: None, released: false }),
-            name: Arc::clone(name),
-            seq,
-            timestamp_ns,
-            frame_id,
-            spec: spec.clone_ref(py),
-            parts: None,
-        }
+    /// Wraps a pinned frame of a stream with spec `spec`: the Python object's initializer, the
+    /// frame under its header (shape, dtype, nbytes, device, seq, timestamp_ns, frame_id; the
+    /// metadata stays in the slot until asked for). Allocates nothing but the Python object
+    /// itself (name and spec are shared).
+    pub fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, pinned: Pinned) -> PyClassInitializer<PyFrame> {
+        PyFrame::build(py, name, spec, None, pinned)
     }
 
     /// Wraps a pinned frame of a variable-shape stream, with the arrays its table describes.
-    pub fn with_parts(py: Python<'_>, name: &Arc<str>, parts: Arc<Parts>, pinned: Pinned) -> PyFrame {
-        let frame = PyFrame::new(py, name, &parts.parts[0].spec, pinned);
-        PyFrame { parts: Some(parts), ..frame }
+    pub fn with_parts(py: Python<'_>, name: &Arc<str>, parts: Arc<Parts>, pinned: Pinned) -> PyClassInitializer<PyFrame> {
+        PyFrame::build(py, name, &parts.parts[0].spec, Some(parts.clone()), pinned)
+    }
+
+    fn build(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, parts: Option<Arc<Parts>>, pinned: Pinned) -> PyClassInitializer<PyFrame> {
+        let f = pinned.frame();
+        let record = Record { seq: f.seq, timestamp_ns: f.timestamp_ns, frame_id: f.frame_id, meta: &[] };
+        let (seq, frame_id) = (f.seq, f.frame_id);
+        let array = match &parts {
+            Some(p) => PyArrayHeader::host(py, p.single().map(|part| &part.spec), p.parts.iter().map(|part| part.spec.frame_bytes).sum()),
+            None => PyArrayHeader::host(py, Some(spec), spec.frame_bytes),
+        };
+        PyFrameHeader::frame(array, record).add_subclass(PyFrame {
+            state: Mutex::new(State { pinned: Some(pinned), holder: None, array: None, released: false }),
+            name: Arc::clone(name),
+            seq,
+            frame_id,
+            spec: spec.clone_ref(py),
+            parts,
+        })
     }
 
     fn several_error(&self, py: Python<'_>) -> PyErr {
@@ -184,24 +194,6 @@ impl PyFrame {
         }
     }
 
-    /// Shape of the frame's array; None for a frame of several named arrays.
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyTuple>> {
-        match &self.parts {
-            Some(p) => p.shape(py),
-            None => Some(self.spec.shape_tuple.bind(py).clone()),
-        }
-    }
-
-    /// dtype of the frame's array; None for a frame of several named arrays.
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        match &self.parts {
-            Some(p) => p.dtype(py).map(Bound::into_any),
-            None => Some(self.spec.dtype.bind(py).clone().into_any()),
-        }
-    }
-
     /// Names of the arrays of a frame written as a dict; None otherwise.
     #[getter]
     fn names<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
@@ -247,31 +239,9 @@ impl PyFrame {
         self.parts.as_ref().and_then(|p| p.codec())
     }
 
-    /// Sequence number of the frame (1 for a stream's first frame).
-    #[getter]
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// Write time in ns since the Unix epoch.
-    #[getter]
-    fn timestamp_ns(&self) -> u64 {
-        self.timestamp_ns
-    }
-
-    /// Write time in seconds since the Unix epoch.
-    #[getter]
-    fn timestamp(&self) -> f64 {
-        self.timestamp_ns as f64 / 1e9
-    }
-
-    /// User frame id given to write()/loan().
-    #[getter]
-    fn frame_id(&self) -> i64 {
-        self.frame_id
-    }
-
-    /// Metadata bytes of the frame (a copy).
+    /// Metadata bytes of the frame (a copy), read from the pinned slot when asked for (the
+    /// header's other values are taken when the frame is made); StreamClosedError once
+    /// released.
     #[getter]
     fn meta<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let bytes = self.with_pinned(py, |p| PyBytes::new(py, p.frame().meta))?;

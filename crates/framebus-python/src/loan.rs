@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex};
 use framebus::{FrameInfo, KeptSlot, WriteGuard};
 use numpy::npyffi::{PyArrayObject, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 
 use crate::array::FrameSpec;
 use crate::frame_arrays::Parts;
 use crate::errors::{CoreError, ErrorKind};
+use crate::header::{PyArrayHeader, PySlotHeader};
 
 type Guard = WriteGuard<Arc<framebus::Stream>>;
 
@@ -34,7 +36,7 @@ pub struct PyLoanSlot {
 /// The loan holds its array (made on first use) and the array holds only its `_LoanSlot`, so
 /// there is no reference cycle: a loan ends as soon as it is committed, aborted or dropped, and
 /// a loan dropped unpublished is discarded at once and frees the write lock.
-#[pyclass(name = "Loan", module = "framebus._native", frozen)]
+#[pyclass(name = "Loan", module = "framebus._native", extends = PySlotHeader, frozen)]
 pub struct PyLoan {
     /// The claimed slot, until commit/abort/drop.
     open: Mutex<Option<Guard>>,
@@ -91,6 +93,16 @@ impl PyLoan {
     pub fn with_parts(mut self, parts: Arc<Parts>) -> PyLoan {
         self.parts = Some(parts);
         self
+    }
+
+    /// The Python object's initializer: the loan under its header (shape, dtype, nbytes,
+    /// device, seq).
+    pub fn init(self, py: Python<'_>) -> PyClassInitializer<PyLoan> {
+        let array = match &self.parts {
+            Some(p) => PyArrayHeader::host(py, p.single().map(|part| &part.spec), p.parts.iter().map(|part| part.spec.frame_bytes).sum()),
+            None => PyArrayHeader::host(py, Some(&self.spec), self.spec.frame_bytes),
+        };
+        PySlotHeader::loan(array, self.seq).add_subclass(self)
     }
 
     /// The loan's value: its array, or the dict of a frame of named arrays.
@@ -231,12 +243,6 @@ impl PyLoan {
         let d = pyo3::types::PyDict::new(py);
         d.set_item("", value)?;
         Ok(d)
-    }
-
-    /// Sequence number the frame gets when committed.
-    #[getter]
-    fn seq(&self) -> u64 {
-        self.seq
     }
 
     /// Publishes the frame (its sequence number is `seq`). Returns None: a returned int would

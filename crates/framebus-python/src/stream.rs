@@ -1,5 +1,8 @@
-//! `framebus._native.Stream`: a handle on one stream. Copies run with the GIL released when the
-//! frame is large; every wait releases it and wakes at least every 100 ms to run signal handlers.
+//! `framebus._native.Stream`: a handle on one host stream, and the ring operations every
+//! handle shares (waits, the write lock, the end of the stream, counters), which
+//! `framebus._native.DeviceStream` (stream_device.rs) inherits. Copies run with the GIL released
+//! when the frame is large; every wait releases it and wakes at least every 100 ms to run signal
+//! handlers.
 
 use std::sync::{Arc, RwLock};
 
@@ -15,7 +18,6 @@ use crate::array::{DataPtr, FrameSpec};
 use crate::errors::{CoreError, ErrorKind, SignalCheck};
 use crate::frame::PyFrame;
 use crate::frame_arrays::{DescrCache, LayoutCache, ReadCache};
-use crate::dlpack::stream_arg;
 use crate::loan::LoanValues;
 
 /// Frames at least this large are copied with the GIL released.
@@ -25,7 +27,7 @@ pub(crate) const DETACH_BYTES: usize = 256 * 1024;
 #[pyclass(name = "Stream", module = "framebus._native", subclass, frozen)]
 pub struct PyStream {
     pub(crate) name: Arc<str>,
-    inner: RwLock<Option<Arc<framebus::Stream>>>,
+    inner: RwLock<Option<Handle>>,
     pub(crate) spec: FrameSpec,
     /// One shape and dtype for every frame, or a table of arrays in each (and its caches).
     layout: Layout,
@@ -34,14 +36,37 @@ pub struct PyStream {
     mode: ReaderMode,
 }
 
-/// How a stream's frames are laid out: the two code paths of the bindings. A fixed stream's
+/// The core handle of a native handle: a host stream's, or a device stream's (its own type in
+/// the core, over the same ring).
+pub(crate) enum Handle {
+    Host(Arc<framebus::Stream>),
+    Device(framebus::DeviceStream),
+}
+
+impl std::ops::Deref for Handle {
+    type Target = framebus::Stream;
+
+    fn deref(&self) -> &framebus::Stream {
+        self.ring()
+    }
+}
+
+impl Handle {
+    /// The shared ring.
+    fn ring(&self) -> &Arc<framebus::Stream> {
+        match self {
+            Handle::Host(s) => s,
+            Handle::Device(d) => d.ring(),
+        }
+    }
+}
+
+/// How a host stream's frames are laid out: the two code paths of the bindings. A fixed stream's
 /// frames all have the stream's shape and dtype (stream_fixed.rs); a variable-shape stream's
 /// frames each carry their own table of arrays (stream_variable.rs), which needs the caches.
 pub(crate) enum Layout {
     Fixed,
     Variable(VariableCaches),
-    /// Frames in GPU memory (stream_device.rs).
-    Device,
 }
 
 /// What a variable-shape stream remembers between frames, so that a frame laid out like the
@@ -65,17 +90,45 @@ impl PyStream {
     /// fork(), the first call registers the handle's own reader entry here (TooManyReadersError
     /// if the table is full): a handle belongs to one process (see the core's `ring/owner.rs`).
     pub(crate) fn handle(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
+        self.with_handle(py, |h| h.ring().clone())
+    }
+
+    fn with_handle<T>(&self, py: Python<'_>, f: impl FnOnce(&Handle) -> T) -> PyResult<T> {
         match &*self.inner.read().unwrap_or_else(|p| p.into_inner()) {
-            Some(s) => {
+            Some(h) => {
+                let s = h.ring();
                 if s.is_inherited() {
                     s.adopt().map_err(CoreError)?;
                 }
-                Ok(s.clone())
+                Ok(f(h))
             }
             None => Err(PyErr::from_type(
                 ErrorKind::StreamClosed.class(py)?,
                 (format!("stream {:?} is closed; reopen it with framebus.open({:?})", self.name, self.name),),
             )),
+        }
+    }
+
+    /// The core handle of a host stream, for the host methods (a device stream's are
+    /// `DeviceStream`'s own: this refuses one reached through `_native.Stream`'s methods).
+    pub(crate) fn host(&self, py: Python<'_>) -> PyResult<Arc<framebus::Stream>> {
+        match self.with_handle(py, |h| match h {
+            Handle::Host(s) => Some(s.clone()),
+            Handle::Device(_) => None,
+        })? {
+            Some(s) => Ok(s),
+            None => Err(ErrorKind::InvalidArgument.err(py, (format!("stream {:?} keeps its frames in GPU memory: use the DeviceStream's own methods", self.name),))),
+        }
+    }
+
+    /// The core handle of a device stream (DeviceStream's methods).
+    pub(crate) fn device_handle(&self, py: Python<'_>) -> PyResult<framebus::DeviceStream> {
+        match self.with_handle(py, |h| match h {
+            Handle::Device(d) => Some(d.clone()),
+            Handle::Host(_) => None,
+        })? {
+            Some(d) => Ok(d),
+            None => Err(ErrorKind::InvalidArgument.err(py, (format!("stream {:?} is a host stream, not a device stream", self.name),))),
         }
     }
 
@@ -128,14 +181,6 @@ impl PyStream {
         s.device_owner_gone().map_or(e, |gone| CoreError(gone).into())
     }
 
-    /// InvalidArgumentError for a host-only operation on a device stream.
-    pub(crate) fn refuse_device(&self, py: Python<'_>, what: &str) -> PyResult<()> {
-        if !matches!(self.layout, Layout::Device) {
-            return Ok(());
-        }
-        Err(ErrorKind::InvalidArgument.err(py, (format!("stream {:?} keeps its frames in GPU memory; {what} works on host streams only", self.name),)))
-    }
-
     /// Whether each frame carries its own table of arrays.
     pub(crate) fn is_variable(&self) -> bool {
         matches!(self.layout, Layout::Variable(_))
@@ -143,23 +188,66 @@ impl PyStream {
 
     /// Copies the newest frame (or the next new one, `new`), into `out` when given, with its
     /// record when `with_info`: the one read of both layouts.
-    #[allow(clippy::too_many_arguments)]
-    fn read_frame<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool, stream: Option<&Bound<'py, PyAny>>) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
-        let stream = stream_arg(stream)?;
+    fn read_frame<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         match &self.layout {
-            Layout::Fixed => self.refuse_cuda_stream(py, stream).and_then(|()| self.read_fixed(py, new, out, timeout, with_info)).map(|(a, i)| (a.into_any(), i)),
-            Layout::Variable(v) => self.refuse_cuda_stream(py, stream).and_then(|()| self.read_variable(py, v, new, out, timeout, with_info)),
-            Layout::Device => self.read_device(py, new, out, timeout, with_info, stream),
+            Layout::Fixed => self.read_fixed(py, new, out, timeout, with_info).map(|(a, i)| (a.into_any(), i)),
+            Layout::Variable(v) => self.read_variable(py, v, new, out, timeout, with_info),
         }
     }
 
     /// A view of a pinned frame of this stream.
-    fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: framebus::Pinned, stream: Option<u64>) -> PyResult<Py<PyAny>> {
+    fn frame_view(&self, py: Python<'_>, s: &framebus::Stream, pinned: framebus::Pinned) -> PyResult<Py<PyAny>> {
         match &self.layout {
-            Layout::Fixed => self.refuse_cuda_stream(py, stream).and_then(|()| Ok(Bound::new(py, PyFrame::new(py, &self.name, &self.spec, pinned))?.into_any().unbind())),
-            Layout::Variable(v) => self.refuse_cuda_stream(py, stream).and_then(|()| Ok(Bound::new(py, self.frame_view_variable(py, v, s, pinned)?)?.into_any().unbind())),
-            Layout::Device => Ok(Bound::new(py, self.view_device(py, s, pinned, stream)?)?.into_any().unbind()),
+            Layout::Fixed => Ok(Bound::new(py, PyFrame::new(py, &self.name, &self.spec, pinned))?.into_any().unbind()),
+            Layout::Variable(v) => Ok(Bound::new(py, self.frame_view_variable(py, v, s, pinned)?)?.into_any().unbind()),
         }
+    }
+
+    /// Pins the newest frame, waiting up to `deadline` for the first one (or for the next when
+    /// the newest went with a write that was given up): `view()` of both kinds of stream.
+    pub(crate) fn pin_newest(&self, py: Python<'_>, s: &Arc<framebus::Stream>, deadline: Deadline) -> PyResult<framebus::Pinned> {
+        Ok(match s.pin_latest() {
+            // Nothing written yet, or the newest frame went with a write that was given up.
+            Err(Error::Empty { .. } | Error::NewestLost { .. }) => {
+                let after = s.latest_seq();
+                self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))?;
+                s.pin_latest()
+            }
+            other => other,
+        }
+        .map_err(CoreError)?)
+    }
+
+    /// Pins the next frame this handle has not seen: `wait_view()` of both kinds of stream.
+    pub(crate) fn pin_next(&self, py: Python<'_>, s: &Arc<framebus::Stream>, deadline: Deadline) -> PyResult<framebus::Pinned> {
+        self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check)).map_err(|e| self.owner_gone_instead(py, s, e))
+    }
+
+    /// Pins frame `seq` if the ring still holds it: `view_seq()` of both kinds of stream.
+    pub(crate) fn pin_seq(&self, py: Python<'_>, s: &Arc<framebus::Stream>, seq: &Bound<'_, PyAny>) -> PyResult<Option<framebus::Pinned>> {
+        if seq.is_none() {
+            return Err(PyTypeError::new_err("seq must be an int (a frame's sequence number), got None"));
+        }
+        let seq = unsigned(py, "seq", Some(seq))?.unwrap_or(0);
+        Ok(s.pin_seq(seq))
+    }
+
+    /// A new handle of `layout` on the opened or created `handle`.
+    pub(crate) fn wrap(py: Python<'_>, name: &str, handle: Handle) -> PyResult<PyStream> {
+        let stream = handle.ring();
+        let spec = stream.spec().clone();
+        if stream.mode() == ReaderMode::Lossless {
+            crate::fork::track(py, stream);
+        }
+        Ok(PyStream {
+            name: Arc::from(name),
+            spec: FrameSpec::new(py, &spec.dtype, &spec.shape)?,
+            slots: spec.slots,
+            meta_capacity: spec.meta_capacity,
+            mode: stream.mode(),
+            layout: if spec.variable { Layout::Variable(VariableCaches::default()) } else { Layout::Fixed },
+            inner: RwLock::new(Some(handle)),
+        })
     }
 
     /// Warns (LockRecoveredWarning) when `before` differs from the handle's takeover count.
@@ -173,18 +261,104 @@ impl PyStream {
     }
 }
 
-fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyAny>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
+/// "latest" or "lossless" as the core's reader mode.
+pub(crate) fn reader_mode(py: Python<'_>, mode: &str) -> PyResult<ReaderMode> {
+    match mode {
+        "latest" => Ok(ReaderMode::Latest),
+        "lossless" => Ok(ReaderMode::Lossless),
+        other => Err(ErrorKind::InvalidArgument.err(py, (format!("mode must be 'latest' or 'lossless', got {other:?}"),))),
+    }
+}
+
+/// The creation keywords of both native stream classes.
+pub(crate) struct CreateArgs<'a, 'py> {
+    pub dtype: Option<String>,
+    pub itemsize: Option<u32>,
+    pub shape: Option<Vec<u64>>,
+    pub slots: Option<&'a Bound<'py, PyAny>>,
+    pub meta_capacity: Option<&'a Bound<'py, PyAny>>,
+    pub max_readers: Option<&'a Bound<'py, PyAny>>,
+    pub permissions: Option<&'a Bound<'py, PyAny>>,
+    pub exist_ok: bool,
+    pub variable: bool,
+    pub device: Option<framebus::ring::DeviceSpec>,
+}
+
+/// The core's spec and options of a stream to create.
+pub(crate) fn create_args(py: Python<'_>, a: CreateArgs<'_, '_>) -> PyResult<(StreamSpec, CreateOptions)> {
+    let (Some(dtype), Some(itemsize), Some(shape)) = (a.dtype, a.itemsize, a.shape) else {
+        return Err(pyo3::exceptions::PyTypeError::new_err("creating a stream (create=True) needs dtype=, itemsize= and shape="));
+    };
+    let mut spec = StreamSpec { variable: a.variable, device: a.device, ..StreamSpec::new(dtype, itemsize, shape) };
+    let mut options = CreateOptions { exist_ok: a.exist_ok, ..CreateOptions::default() };
+    spec.slots = spec_count(py, "slots", a.slots)?.unwrap_or(spec.slots);
+    spec.meta_capacity = spec_count(py, "meta_capacity", a.meta_capacity)?.unwrap_or(spec.meta_capacity);
+    spec.max_readers = spec_count(py, "max_readers", a.max_readers)?.unwrap_or(spec.max_readers);
+    options.mode = spec_count(py, "permissions", a.permissions)?.unwrap_or(options.mode);
+    Ok((spec, options))
+}
+
+/// A handle `_open()` opened, until a native stream class adopts it (`_opened=`): so that
+/// `framebus.open` opens once and then picks the class (Stream or DeviceStream) of what it got.
+#[pyclass(name = "_Opened", module = "framebus._native", frozen)]
+pub struct PyOpened {
+    handle: std::sync::Mutex<Option<Arc<framebus::Stream>>>,
+    device: bool,
+}
+
+impl PyOpened {
+    /// The opened handle, once; `device` says which class takes it.
+    pub(crate) fn take(&self, py: Python<'_>, device: bool) -> PyResult<Arc<framebus::Stream>> {
+        if device != self.device {
+            let what = if self.device { "a device stream's handle goes to DeviceStream" } else { "a host stream's handle goes to Stream" };
+            return Err(ErrorKind::InvalidArgument.err(py, (format!("_opened: {what}"),)));
+        }
+        self.handle.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| ErrorKind::InvalidArgument.err(py, ("_opened: this handle was already adopted".to_owned(),)))
+    }
+}
+
+#[pymethods]
+impl PyOpened {
+    /// Whether the handle reaches a device stream's frames through the GPU (DeviceStream takes
+    /// it); False for a host stream or a device stream's CPU mirror (Stream takes it).
+    #[getter]
+    fn device(&self) -> bool {
+        self.device
+    }
+}
+
+/// Opens the existing stream ``name`` in reader ``mode``; ``access`` ("auto", "device",
+/// "host") says how a device stream is reached. The handle is adopted by ``Stream(name,
+/// _opened=...)`` or ``DeviceStream(name, _opened=...)`` as its ``device`` says.
+#[pyfunction]
+#[pyo3(signature = (name, *, mode = "latest", access = "auto"))]
+pub fn _open(py: Python<'_>, name: &str, mode: &str, access: &str) -> PyResult<PyOpened> {
+    let access = match access {
+        "auto" => framebus::ring::DeviceAccess::Auto,
+        "device" => framebus::ring::DeviceAccess::Device,
+        "host" => framebus::ring::DeviceAccess::Host,
+        other => return Err(ErrorKind::InvalidArgument.err(py, (format!("access must be 'auto', 'device' or 'host', got {other:?}"),))),
+    };
+    let mode = reader_mode(py, mode)?;
+    let stream = py.detach(|| framebus::Stream::open_with(name, mode, access)).map_err(CoreError)?;
+    let device = stream.device_ordinal().is_some();
+    Ok(PyOpened { handle: std::sync::Mutex::new(Some(Arc::new(stream))), device })
+}
+
+pub(crate) fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyAny>, info: Option<FrameRecord>) -> PyResult<Bound<'py, PyTuple>> {
     let (seq, ts, fid, meta) = info.unwrap_or_default();
     (arr, seq, ts, fid, PyBytes::new(py, &meta)).into_pyobject(py)
 }
 
 #[pymethods]
 impl PyStream {
-    /// Opens the stream ``name`` as a ``mode`` reader, or with ``create=True`` creates it from
-    /// the keywords (``dtype``/``itemsize``/``shape``, or ``variable=True`` with ``shape=[capacity]``
-    /// of ``|u1``). The core checks every value; unset counts take the core's defaults.
+    /// Opens the host stream ``name`` as a ``mode`` reader (a device stream only through its CPU
+    /// mirror: ``framebus.open`` gives a DeviceStream for the GPU), or with ``create=True``
+    /// creates it from the keywords (``dtype``/``itemsize``/``shape``, or ``variable=True`` with
+    /// ``shape=[capacity]`` of ``|u1``). ``_opened`` adopts a handle ``_open()`` opened. The core
+    /// checks every value; unset counts take the core's defaults.
     #[new]
-    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, variable = false, device = None, cpu_mirror = false, access = "auto"))]
+    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, variable = false, _opened = None))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -200,62 +374,24 @@ impl PyStream {
         permissions: Option<&Bound<'_, PyAny>>,
         exist_ok: bool,
         variable: bool,
-        device: Option<u32>,
-        cpu_mirror: bool,
-        access: &str,
+        _opened: Option<&Bound<'_, PyOpened>>,
     ) -> PyResult<Self> {
-        let access = match access {
-            "auto" => framebus::ring::DeviceAccess::Auto,
-            "device" => framebus::ring::DeviceAccess::Device,
-            "host" => framebus::ring::DeviceAccess::Host,
-            other => return Err(ErrorKind::InvalidArgument.err(py, (format!("access must be 'auto', 'device' or 'host', got {other:?}"),))),
-        };
-        if cpu_mirror && device.is_none() {
-            return Err(ErrorKind::InvalidArgument.err(py, ("cpu_mirror=True needs a device stream (device=\"cuda:0\"): a host stream is already in host memory".to_owned(),)));
-        }
-        let reader_mode = match mode {
-            "latest" => ReaderMode::Latest,
-            "lossless" => ReaderMode::Lossless,
-            other => {
-                return Err(PyErr::from_type(
-                    ErrorKind::InvalidArgument.class(py)?,
-                    (format!("mode must be 'latest' or 'lossless', got {other:?}"),),
-                ))
+        let stream = match _opened {
+            Some(opened) => opened.get().take(py, false)?,
+            None if create => {
+                let (spec, options) = create_args(py, CreateArgs { dtype, itemsize, shape, slots, meta_capacity, max_readers, permissions, exist_ok, variable, device: None })?;
+                Arc::new(py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?)
+            }
+            None => {
+                let mode = reader_mode(py, mode)?;
+                let opened = Arc::new(py.detach(|| framebus::Stream::open_with(name, mode, framebus::ring::DeviceAccess::Auto)).map_err(CoreError)?);
+                if opened.device_ordinal().is_some() {
+                    return Err(ErrorKind::InvalidArgument.err(py, (format!("stream {name:?} keeps its frames in GPU memory: open it with framebus.open({name:?}), which gives a DeviceStream"),)));
+                }
+                opened
             }
         };
-        let stream = if create {
-            let (Some(dtype), Some(itemsize), Some(shape)) = (dtype, itemsize, shape) else {
-                return Err(pyo3::exceptions::PyTypeError::new_err("Stream(name, create=True) needs dtype=, itemsize= and shape="));
-            };
-            let device = device.map(|ordinal| framebus::ring::DeviceSpec { ordinal, cpu_mirror });
-            let mut spec = StreamSpec { variable, device, ..StreamSpec::new(dtype, itemsize, shape) };
-            let mut options = CreateOptions { exist_ok, ..CreateOptions::default() };
-            spec.slots = spec_count(py, "slots", slots)?.unwrap_or(spec.slots);
-            spec.meta_capacity = spec_count(py, "meta_capacity", meta_capacity)?.unwrap_or(spec.meta_capacity);
-            spec.max_readers = spec_count(py, "max_readers", max_readers)?.unwrap_or(spec.max_readers);
-            options.mode = spec_count(py, "permissions", permissions)?.unwrap_or(options.mode);
-            py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?
-        } else {
-            py.detach(|| framebus::Stream::open_with(name, reader_mode, access)).map_err(CoreError)?
-        };
-        let spec = stream.spec().clone();
-        let stream = Arc::new(stream);
-        if stream.mode() == ReaderMode::Lossless {
-            crate::fork::track(py, &stream);
-        }
-        Ok(PyStream {
-            name: Arc::from(name),
-            spec: FrameSpec::new(py, &spec.dtype, &spec.shape)?,
-            slots: spec.slots,
-            meta_capacity: spec.meta_capacity,
-            mode: stream.mode(),
-            layout: match (spec.variable, stream.device().is_some()) {
-                (true, _) => Layout::Variable(VariableCaches::default()),
-                (false, true) => Layout::Device,
-                (false, false) => Layout::Fixed,
-            },
-            inner: RwLock::new(Some(stream)),
-        })
+        PyStream::wrap(py, name, Handle::Host(stream))
     }
 
     /// Stream name.
@@ -298,7 +434,7 @@ impl PyStream {
     /// device stream opened for its CPU mirror: see `device_stream`).
     #[getter]
     fn device(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        Ok(self.handle(py)?.device().map(|d| format!("cuda:{}", d.device())))
+        Ok(self.handle(py)?.device_ordinal().map(|d| format!("cuda:{d}")))
     }
 
     /// The device a device stream's frames live on, as its creator numbered it ("cuda:N"),
@@ -420,29 +556,18 @@ impl PyStream {
 
     /// Copies `value` into the next slot and publishes it, with the sequence number `seq` if
     /// given (it must be above the newest frame's).
-    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None, stream = None))]
+    #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let stream = stream_arg(stream)?;
+    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let meta = meta_of(py, meta)?;
         let info = FrameInfo { frame_id, meta: meta.as_slice(), timestamp_ns, seq };
         let deadline = deadline(py, timeout)?;
         let before = s.lock_recoveries();
         match &self.layout {
-            Layout::Fixed => {
-                self.refuse_cuda_stream(py, stream)?;
-                self.write_fixed(py, &s, value, &info, codec, deadline)?
-            }
-            Layout::Variable(v) => {
-                self.refuse_cuda_stream(py, stream)?;
-                self.write_variable(py, v, &s, value, &info, codec, deadline)?
-            }
-            Layout::Device => {
-                self.refuse_layout(py, codec.is_some(), "codec=")?;
-                self.write_device(py, &s, value, &info, stream, deadline)?
-            }
+            Layout::Fixed => self.write_fixed(py, &s, value, &info, codec, deadline)?,
+            Layout::Variable(v) => self.write_variable(py, v, &s, value, &info, codec, deadline)?,
         }
         self.warn_recovered(py, &s, before)
     }
@@ -454,8 +579,7 @@ impl PyStream {
     #[allow(clippy::too_many_arguments)]
     fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
-        let s = self.handle(py)?;
-        self.refuse_device(py, "_write_raw")?;
+        let s = self.host(py)?;
         let buf = PyBuffer::<u8>::get(data)?;
         if !buf.is_c_contiguous() {
             return Err(PyTypeError::new_err("_write_raw takes a contiguous bytes-like object"));
@@ -476,48 +600,43 @@ impl PyStream {
     /// Writes a frame of zeros.
     #[pyo3(signature = (*, timeout = None))]
     fn clear(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<()> {
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let deadline = deadline(py, timeout)?;
         match &self.layout {
             Layout::Fixed => self.clear_fixed(py, &s, deadline),
             Layout::Variable(_) => self.clear_variable(py, &s, deadline),
-            Layout::Device => {
-                let zeros = self.spec.zeros(py)?;
-                let info = FrameInfo { frame_id: Some(0), ..FrameInfo::default() };
-                self.write_device(py, &s, zeros.as_any(), &info, None, deadline)
-            }
         }
     }
 
     /// Copy of the newest frame (never waits).
-    #[pyo3(signature = (*, out = None, stream = None))]
-    fn read<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.read_frame(py, false, out, None, false, stream)?.0)
+    #[pyo3(signature = (*, out = None))]
+    fn read<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.read_frame(py, false, out, None, false)?.0)
     }
 
     /// Copies the newest frame into `out` and returns `out`.
-    #[pyo3(signature = (out, *, stream = None))]
-    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.read_frame(py, false, Some(out), None, false, stream)?.0)
+    #[pyo3(signature = (out))]
+    fn read_into<'py>(&self, py: Python<'py>, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.read_frame(py, false, Some(out), None, false)?.0)
     }
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
-    #[pyo3(signature = (*, timeout = None, out = None, stream = None))]
-    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(self.read_frame(py, true, out, timeout, false, stream)?.0)
+    #[pyo3(signature = (*, timeout = None, out = None))]
+    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.read_frame(py, true, out, timeout, false)?.0)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the newest frame, read together.
-    #[pyo3(signature = (*, out = None, stream = None))]
-    fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = self.read_frame(py, false, out, None, true, stream)?;
+    #[pyo3(signature = (*, out = None))]
+    fn _read_info<'py>(&self, py: Python<'py>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let (arr, info) = self.read_frame(py, false, out, None, true)?;
         info_tuple(py, arr, info)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
-    #[pyo3(signature = (*, timeout = None, out = None, stream = None))]
-    fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
-        let (arr, info) = self.read_frame(py, true, out, timeout, true, stream)?;
+    #[pyo3(signature = (*, timeout = None, out = None))]
+    fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+        let (arr, info) = self.read_frame(py, true, out, timeout, true)?;
         info_tuple(py, arr, info)
     }
 
@@ -532,51 +651,35 @@ impl PyStream {
 
     /// Zero-copy read-only view of the newest frame (waits for the first frame of an empty
     /// stream, up to `timeout`).
-    #[pyo3(signature = (timeout = None, *, stream = None))]
-    fn view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-        let stream = stream_arg(stream)?;
-        let s = self.handle(py)?;
+    #[pyo3(signature = (timeout = None))]
+    fn view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<Py<PyAny>> {
+        let s = self.host(py)?;
         let deadline = deadline(py, timeout)?;
-        let pinned = match s.pin_latest() {
-            // Nothing written yet, or the newest frame went with a write that was given up.
-            Err(Error::Empty { .. } | Error::NewestLost { .. }) => {
-                let after = s.latest_seq();
-                self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))?;
-                s.pin_latest()
-            }
-            other => other,
-        }
-        .map_err(CoreError)?;
-        self.frame_view(py, &s, pinned, stream)
+        let pinned = self.pin_newest(py, &s, deadline)?;
+        self.frame_view(py, &s, pinned)
     }
 
     /// Zero-copy view of the next frame this handle has not seen (read_new semantics).
-    #[pyo3(signature = (timeout = None, *, stream = None))]
-    fn wait_view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-        let stream = stream_arg(stream)?;
-        let s = self.handle(py)?;
+    #[pyo3(signature = (timeout = None))]
+    fn wait_view(&self, py: Python<'_>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<Py<PyAny>> {
+        let s = self.host(py)?;
         let deadline = deadline(py, timeout)?;
-        let pinned = self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check)).map_err(|e| self.owner_gone_instead(py, &s, e))?;
-        self.frame_view(py, &s, pinned, stream)
+        let pinned = self.pin_next(py, &s, deadline)?;
+        self.frame_view(py, &s, pinned)
     }
 
     /// Zero-copy view of frame `seq` if the ring still holds it, else None (see docs in the stub).
-    #[pyo3(signature = (seq, *, stream = None))]
-    fn view_seq(&self, py: Python<'_>, seq: &Bound<'_, PyAny>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
-        let stream = stream_arg(stream)?;
-        if seq.is_none() {
-            return Err(PyTypeError::new_err("seq must be an int (a frame's sequence number), got None"));
+    #[pyo3(signature = (seq))]
+    fn view_seq(&self, py: Python<'_>, seq: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        let s = self.host(py)?;
+        match self.pin_seq(py, &s, seq)? {
+            Some(pinned) => self.frame_view(py, &s, pinned).map(Some),
+            None => Ok(None),
         }
-        let seq = unsigned(py, "seq", Some(seq))?.unwrap_or(0);
-        let s = self.handle(py)?;
-        let Some(pinned) = s.pin_seq(seq) else {
-            return Ok(None);
-        };
-        self.frame_view(py, &s, pinned, stream).map(Some)
     }
 
     /// A writable array in the next free slot, published on commit / clean `with` exit.
-    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None, shape = None, dtype = None, nbytes = None, arrays = None, codec = None, stream = None))]
+    #[pyo3(signature = (timeout = None, *, frame_id = None, meta = None, timestamp_ns = None, seq = None, shape = None, dtype = None, nbytes = None, arrays = None, codec = None))]
     #[allow(clippy::too_many_arguments)]
     fn loan(
         &self,
@@ -591,28 +694,17 @@ impl PyStream {
         nbytes: Option<&Bound<'_, PyAny>>,
         arrays: Option<&Bound<'_, PyAny>>,
         codec: Option<&str>,
-        stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        let stream = stream_arg(stream)?;
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let meta = meta_of(py, meta)?.as_slice().to_vec();
         let values = LoanValues { frame_id, meta, timestamp_ns, seq };
         let deadline = deadline(py, timeout)?;
         match &self.layout {
-            Layout::Fixed => {
-                self.refuse_cuda_stream(py, stream)?;
-                Ok(self.loan_fixed(py, &s, (shape, dtype, nbytes, arrays), codec, values, deadline)?.into_any())
-            }
+            Layout::Fixed => Ok(self.loan_fixed(py, &s, (shape, dtype, nbytes, arrays), codec, values, deadline)?.into_any()),
             Layout::Variable(v) => {
-                self.refuse_cuda_stream(py, stream)?;
                 let layout = self.loan_table(py, v, &s, (shape, dtype, nbytes, arrays), codec)?;
                 Ok(self.loan_variable(py, &s, layout, values, deadline)?.into_any())
-            }
-            Layout::Device => {
-                let given = shape.is_some() || dtype.is_some() || nbytes.is_some() || arrays.is_some() || codec.is_some();
-                self.refuse_layout(py, given, "shape=, dtype=, nbytes=, arrays= and codec=")?;
-                self.loan_device(py, &s, values, deadline, stream)
             }
         }
     }

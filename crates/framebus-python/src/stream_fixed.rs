@@ -54,7 +54,7 @@ impl PyStream {
         timeout: Option<f64>,
         with_info: bool,
     ) -> PyResult<(Bound<'py, PyUntypedArray>, Option<FrameRecord>)> {
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let deadline = deadline(py, timeout)?;
         let arr = match out {
             Some(o) => self.spec.destination(py, &self.name, o)?,
@@ -99,6 +99,6 @@ impl PyStream {
         let before = s.lock_recoveries();
         let guard = self.blocking(py, deadline, false, |d, check| s.begin_loan(d, check))?;
         self.warn_recovered(py, s, before)?;
-        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values))
+        Py::new(py, PyLoan::new(&self.name, self.spec.clone_ref(py), guard, values).init(py))
     }
 }

@@ -9,6 +9,7 @@ use framebus::ring::frame_table::{ArraySpec, FrameTable};
 use framebus::{Deadline, FrameInfo, Pinned};
 use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::pyclass_init::PyClassInitializer;
 
 use crate::args::small_shape;
 use crate::array::{data_ptr, DataPtr};
@@ -97,7 +98,7 @@ impl PyStream {
     /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
     /// into `out` when given. Before the first frame, `read` raises StreamEmptyError.
     pub(crate) fn read_variable<'py>(&self, py: Python<'py>, v: &VariableCaches, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
-        let s = self.handle(py)?;
+        let s = self.host(py)?;
         let deadline = crate::args::deadline(py, timeout)?;
         let pinned = if new {
             self.blocking(py, deadline, false, |d, check| s.wait_pinned(d, check))?
@@ -112,7 +113,7 @@ impl PyStream {
     }
 
     /// A view of a pinned frame of this stream.
-    pub(crate) fn frame_view_variable(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyFrame> {
+    pub(crate) fn frame_view_variable(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyClassInitializer<PyFrame>> {
         let parts = self.parts_of(py, v, s, &pinned)?;
         Ok(PyFrame::with_parts(py, &self.name, parts, pinned))
     }
@@ -163,6 +164,6 @@ impl PyStream {
         guard.write_table(&table);
         self.warn_recovered(py, s, before)?;
         let spec = parts.parts[0].spec.clone_ref(py);
-        Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts))
+        Py::new(py, PyLoan::new(&self.name, spec, guard, values).with_parts(parts).init(py))
     }
 }

@@ -110,14 +110,21 @@ pub enum Error {
     #[error("stream {name:?} has no newest frame right now: the write that was replacing it was given up (its writer died or dropped it mid-write), and every reader had taken that frame; wait with read_new() for the next one")]
     NewestLost { name: String },
 
-    /// A CUDA call (through the GPU door) failed on a device stream.
-    #[error("stream {name:?}: {op}: {source}")]
-    Device { name: String, op: &'static str, #[source] source: crate::gpu::door::DoorError },
+    /// A CUDA call (through the GPU door) failed: on a device stream (`name`), or on device
+    /// memory of no stream (a device buffer). `source` says which call, the driver's code and
+    /// name: the bindings hand them on as values, never only as text.
+    #[error("{}{op}: {source}", stream_prefix(name))]
+    Device { name: Option<String>, op: &'static str, #[source] source: crate::gpu::door::DoorError },
 
-    /// A device stream cannot be made or reached in this process: no CUDA driver, no such
-    /// device, the other door, or memory whose owner is gone.
-    #[error("stream {name:?}: {reason}")]
-    DeviceUnavailable { name: String, reason: String },
+    /// A device stream (or device memory) cannot be made or reached in this process: no GPU
+    /// door (no CUDA driver, a door not built, a setting not understood: then `door` is its
+    /// error), no such device, the other door, or memory whose owner is gone.
+    #[error("{}{reason}", stream_prefix(name))]
+    DeviceUnavailable { name: Option<String>, reason: String, door: Option<crate::gpu::door::DoorError> },
+
+    /// A frame handed out zero-copy was used after it was released.
+    #[error("this frame of stream {name:?} was released; take a new view")]
+    Released { name: String },
 
     /// A host operation was asked of a device stream (or the other way round).
     #[error("stream {name:?}: {what}")]
@@ -132,6 +139,10 @@ pub enum Error {
     Io { op: &'static str, name: String, path: String, #[source] source: io::Error },
 }
 
+fn stream_prefix(name: &Option<String>) -> String {
+    name.as_ref().map_or_else(String::new, |n| format!("stream {n:?}: "))
+}
+
 fn replaced_message(name: &str, unlinked: bool) -> String {
     if unlinked {
         format!("stream {name:?} was unlinked (its name removed) while this handle waited, and no handle that writes it is left, so no frame will come: open it again once its producer creates it anew")
@@ -141,6 +152,16 @@ fn replaced_message(name: &str, unlinked: bool) -> String {
 }
 
 impl Error {
+    /// The GPU door's error behind this one (which call failed, the driver's code and name),
+    /// if any.
+    pub fn door_error(&self) -> Option<&crate::gpu::door::DoorError> {
+        match self {
+            Error::Device { source, .. } => Some(source),
+            Error::DeviceUnavailable { door, .. } => door.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The errno carried by this error, if any.
     pub fn errno(&self) -> Option<i32> {
         match self {

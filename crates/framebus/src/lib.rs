@@ -25,7 +25,10 @@ pub mod shm;
 pub mod sync;
 
 pub use error::{Error, Result};
+pub use gpu::buffer::DeviceBuffer;
+pub use gpu::door::DoorError;
 pub use recovery::StreamInfo;
+pub use ring::{DeviceFrame, DeviceLoan, DeviceStream};
 pub use ring::{CreateOptions, FrameInfo, FrameRef, KeptSlot, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ, REWRITE_MIN};
 pub use sync::deadline::Deadline;
 pub use sync::lock::Acquired;

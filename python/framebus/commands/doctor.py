@@ -306,23 +306,39 @@ def _device_text(d: dict) -> str:
     return f"cuda:{d.get('ordinal', '?')} {d.get('name', '?')} (compute {cc[0]}.{cc[1]}, {memory})"
 
 
-def cuda_fix(error: str, env: Optional[Mapping[str, str]] = None, runtime: Optional[str] = None) -> str:
-    """What to do when framebus finds no CUDA device, judged from the door's ``error``, the
-    environment and the container runtime."""
+#: The driver's codes (``CUresult``) the fix is chosen by: the kernel module and libcuda.so.1 of
+#: different versions, a driver older than the CUDA calls need.
+CUDA_ERROR_INSUFFICIENT_DRIVER = 35
+CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803
+
+
+def _own_code(name: str) -> Optional[int]:
+    """framebus's own door error code ``name`` (``_native.DOOR_CODES``), None if unknown."""
+    from framebus import _native
+
+    return getattr(_native, "DOOR_CODES", {}).get(name)
+
+
+def cuda_fix(code: Optional[int], env: Optional[Mapping[str, str]] = None, runtime: Optional[str] = None) -> str:
+    """What to do when framebus finds no CUDA device, judged from the door's error ``code``
+    (``gpu_info()["error_code"]``, a DeviceError's ``code``: the driver's ``CUresult`` or
+    framebus's own, negative, from ``_native.DOOR_CODES``; None when the door opened and saw no
+    device), the environment and the container runtime. Never looks at message text."""
     env = os.environ if env is None else env
     visible = env.get("CUDA_VISIBLE_DEVICES")
-    text = (error or "").lower()
+    if code is not None and code == _own_code("FRAMEBUS_GPU_NOT_BUILT"):
+        return "this framebus was built without GPU streams: install a build with them (the published wheels: `pip install framebus`)"
     if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
         return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU: unset it or name one (`CUDA_VISIBLE_DEVICES=0`)"
     if env.get("FRAMEBUS_CUDA", "").strip().lower() == "fake":
         return "unset FRAMEBUS_CUDA to use the CUDA driver (FRAMEBUS_CUDA=fake selects the test door)"
-    if env.get("FRAMEBUS_CUDA", "").strip().lower() not in ("", "cuda"):
+    if code is not None and code == _own_code("FRAMEBUS_BAD_SETTING") or env.get("FRAMEBUS_CUDA", "").strip().lower() not in ("", "cuda"):
         return "FRAMEBUS_CUDA must be unset, empty, 'cuda' or 'fake'"
-    if "mismatch" in text or "803" in text:
+    if code == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
         return "the NVIDIA kernel module and libcuda.so.1 are of different versions (typically after a driver update): reboot, or reload the nvidia kernel module"
-    if "insufficient" in text or "(35)" in text:
+    if code == CUDA_ERROR_INSUFFICIENT_DRIVER:
         return "the NVIDIA driver is older than framebus's CUDA calls need: update the driver (`nvidia-smi` shows its version)"
-    no_driver = "libcuda" in text or "not found" in text or "cannot open" in text or not text
+    no_driver = code is not None and code == _own_code("FRAMEBUS_NO_CUDA_DRIVER")
     if runtime:
         how = (
             "start the container with the GPU: `docker run --gpus all` (Docker with the NVIDIA Container Toolkit), "
@@ -402,7 +418,10 @@ def check_cuda(info: Optional[dict] = None, ipc: Any = check_cuda_ipc) -> List[C
     door = info.get("door")
     if not devices:
         error = info.get("error") or ("the driver reports no device" if door else "no CUDA driver")
-        return [Check("CUDA", "info", f"no GPU streams here ({error}); CPU streams are unaffected", cuda_fix(str(error), runtime=in_container()))]
+        code = info.get("error_code")
+        if code is None and not door and not info.get("error"):
+            code = _own_code("FRAMEBUS_NO_CUDA_DRIVER")
+        return [Check("CUDA", "info", f"no GPU streams here ({error}); CPU streams are unaffected", cuda_fix(code, runtime=in_container()))]
     listing = "; ".join(_device_text(d) for d in devices)
     if door == "fake":
         head = "the fake CUDA door (FRAMEBUS_CUDA=fake: \"device\" memory in host shared memory, for tests)"

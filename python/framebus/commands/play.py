@@ -19,7 +19,7 @@ import threading
 import time
 
 from ._args import int_range, non_negative_int, positive_float, stream_name
-from typing import Optional
+from typing import Any, Optional
 
 from ._signals import stop_on_signals, stopped_status
 
@@ -134,7 +134,7 @@ def _readers(name: str) -> int:
     return readers(name)[0]
 
 
-def wait_for_readers(stream: object, n: int, timeout: float, stop: Optional[threading.Event] = None) -> bool:
+def wait_for_readers(stream: Any, n: int, timeout: float, stop: Optional[threading.Event] = None) -> bool:
     """Waits until ``n`` readers are attached to ``stream``; False on timeout or once ``stop``
     is set (a signal)."""
     name = str(stream.name)

@@ -6,10 +6,11 @@ which CUDA stream copies run (torch's current one) and pyshmem's GPU-only rules 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Tuple, cast
 
 import numpy as np
 
+from .._device_stream import DeviceStream
 from ..errors import StreamClosedError, StreamEmptyError
 from . import errors as _err
 from . import gpu as _gpu
@@ -57,6 +58,11 @@ class GpuSharedMemory(SharedMemory):
         # read_after's hot path calls the native read; here it is the device read.
         self._native_read = self._device_read  # type: ignore[assignment]
         self._read_info = self._device_read_info  # type: ignore[assignment]
+
+    @property
+    def _ds(self) -> DeviceStream:
+        """The handle as the device stream it is (its reads take a CUDA stream)."""
+        return cast(DeviceStream, self._s)
 
     # -- conversions ---------------------------------------------------------------------------
     def _stream(self) -> Optional[int]:
@@ -154,7 +160,7 @@ class GpuSharedMemory(SharedMemory):
         if out is not None:
             raise ValueError(_NO_OUT)
         try:
-            return _gpu.user_array(self._s.read(stream=self._stream()))
+            return _gpu.user_array(self._ds.read(stream=self._stream()))
         except StreamEmptyError:  # before the first write: zeros, as pyshmem's fresh tensor
             return self._zeros()
 
@@ -168,7 +174,7 @@ class GpuSharedMemory(SharedMemory):
         if out is not None:
             raise ValueError(_NO_OUT_PUBLICATION)
         try:
-            arr, seq, ts, fid, meta = self._s._read_info(stream=self._stream())
+            arr, seq, ts, fid, meta = self._ds._read_info(stream=self._stream())
         except StreamEmptyError:
             return self._zeros(), 0, 0, self._s.frame_id, b""
         return _gpu.user_array(arr), seq, ts, fid, meta
@@ -224,7 +230,7 @@ class GpuSharedMemory(SharedMemory):
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
         """A DLPack capsule of a snapshot in device memory (a copy, as :meth:`read`)."""
         self._ensure_open("export DLPack from")
-        snapshot = self._s.read(stream=self._stream())
+        snapshot = self._ds.read(stream=self._stream())
         if stream is not None:
             kwargs["stream"] = stream
         return snapshot.__dlpack__(**kwargs)

@@ -50,8 +50,7 @@ const SYMBOLS: &[&str] = &[
     "cuPointerGetAttribute",
 ];
 
-/// Code and name of the error for a machine without the driver library (not a driver code).
-pub const NO_DRIVER: (i32, &str) = (-1, "FRAMEBUS_NO_CUDA_DRIVER");
+pub use super::door::NO_DRIVER;
 
 /// Whether the CUDA driver library (`libcuda.so.1`) can be loaded on this machine.
 pub fn driver_library_present() -> bool {

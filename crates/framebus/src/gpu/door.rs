@@ -80,9 +80,16 @@ pub struct DoorError {
     pub detail: String,
 }
 
+/// Code and name of the error for a machine without the driver library (not a driver code).
+pub const NO_DRIVER: (i32, &str) = (-1, "FRAMEBUS_NO_CUDA_DRIVER");
+
 /// Code and name of the error for an environment setting of the door (`FRAMEBUS_CUDA`,
 /// `FRAMEBUS_FAKE_CUDA_DEVICES`) whose value is not understood.
 pub const BAD_SETTING: (i32, &str) = (-2, "FRAMEBUS_BAD_SETTING");
+
+/// Code and name of the error for a side of the door this build does not have (cargo features
+/// `cuda`, `fake-cuda`).
+pub const NOT_BUILT: (i32, &str) = (-3, "FRAMEBUS_GPU_NOT_BUILT");
 
 impl fmt::Display for DoorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

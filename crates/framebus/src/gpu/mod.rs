@@ -1,10 +1,15 @@
 //! GPU streams: every CUDA call goes through one door ([`door::Door`]), with two sides behind
-//! it: the CUDA driver API loaded at run time ([`cuda::CudaDoor`]), and a strict fake
-//! ([`fake::FakeDoor`]) chosen with `FRAMEBUS_CUDA=fake` that keeps "device" memory in host
-//! shared memory.
+//! it: the CUDA driver API loaded at run time (`cuda::CudaDoor`, cargo feature `cuda`), and a
+//! strict fake (`fake::FakeDoor`, cargo feature `fake-cuda`) chosen with `FRAMEBUS_CUDA=fake`
+//! that keeps "device" memory in host shared memory. A side not built is an error of the door,
+//! like a missing driver: a build with neither has host streams only, and every request for a
+//! device stream says that GPU streams were not built.
 
+pub mod buffer;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod door;
+#[cfg(feature = "fake-cuda")]
 pub mod fake;
 pub mod registry;
 
@@ -32,17 +37,9 @@ fn setting() -> Option<String> {
 /// The door a `FRAMEBUS_CUDA` value selects, without looking at the environment: None, `""` or
 /// `"cuda"` the driver, `"fake"` the fake. Each side is set up once per process and shared.
 pub fn door_for(setting: Option<&str>) -> DoorResult<&'static dyn Door> {
-    static CUDA: OnceLock<DoorResult<cuda::CudaDoor>> = OnceLock::new();
-    static FAKE: OnceLock<DoorResult<fake::FakeDoor>> = OnceLock::new();
     match setting {
-        None | Some("") | Some("cuda") => match CUDA.get_or_init(cuda::CudaDoor::new) {
-            Ok(d) => Ok(d),
-            Err(e) => Err(e.clone()),
-        },
-        Some("fake") => match FAKE.get_or_init(fake::FakeDoor::from_env) {
-            Ok(d) => Ok(d),
-            Err(e) => Err(e.clone()),
-        },
+        None | Some("") | Some("cuda") => cuda_side(),
+        Some("fake") => fake_side(),
         Some(other) => Err(DoorError {
             call: DOOR_ENV,
             code: door::BAD_SETTING.0,
@@ -52,6 +49,53 @@ pub fn door_for(setting: Option<&str>) -> DoorResult<&'static dyn Door> {
             ),
         }),
     }
+}
+
+/// The doors this build has (cargo features `cuda` and `fake-cuda`), in that order.
+pub const BUILT: &[DoorKind] = &[
+    #[cfg(feature = "cuda")]
+    DoorKind::Cuda,
+    #[cfg(feature = "fake-cuda")]
+    DoorKind::Fake,
+];
+
+#[cfg(feature = "cuda")]
+fn cuda_side() -> DoorResult<&'static dyn Door> {
+    static CUDA: OnceLock<DoorResult<cuda::CudaDoor>> = OnceLock::new();
+    match CUDA.get_or_init(cuda::CudaDoor::new) {
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_side() -> DoorResult<&'static dyn Door> {
+    Err(not_built("the CUDA driver door", "cuda"))
+}
+
+#[cfg(feature = "fake-cuda")]
+fn fake_side() -> DoorResult<&'static dyn Door> {
+    static FAKE: OnceLock<DoorResult<fake::FakeDoor>> = OnceLock::new();
+    match FAKE.get_or_init(fake::FakeDoor::from_env) {
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+#[cfg(not(feature = "fake-cuda"))]
+fn fake_side() -> DoorResult<&'static dyn Door> {
+    Err(not_built("the fake CUDA door (FRAMEBUS_CUDA=fake)", "fake-cuda"))
+}
+
+/// The error for a side of the door this build left out.
+#[allow(dead_code)] // with both features on, no side is left out
+fn not_built(side: &str, feature: &str) -> DoorError {
+    let detail = if BUILT.is_empty() {
+        "GPU streams were not built into this framebus (neither cargo feature `cuda` nor `fake-cuda` was on): it has host streams only; the published wheels have GPU streams".to_string()
+    } else {
+        format!("{side} was not built into this framebus (cargo feature `{feature}` was off); the published wheels have it")
+    };
+    DoorError { call: DOOR_ENV, code: door::NOT_BUILT.0, name: door::NOT_BUILT.1.to_string(), detail }
 }
 
 /// What `framebus doctor` reports about the door.

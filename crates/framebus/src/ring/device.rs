@@ -68,16 +68,16 @@ pub struct DeviceSlots {
 }
 
 fn door_error<'a>(stream: &'a Stream, op: &'static str) -> impl Fn(DoorError) -> Error + 'a {
-    move |source| Error::Device { name: stream.name.clone(), op, source }
+    move |source| Error::Device { name: Some(stream.name.clone()), op, source }
 }
 
 fn unavailable(stream: &str, reason: impl Into<String>) -> Error {
-    Error::DeviceUnavailable { name: stream.to_owned(), reason: reason.into() }
+    Error::DeviceUnavailable { name: Some(stream.to_owned()), reason: reason.into(), door: None }
 }
 
 /// The door of this process, or why there is none, for stream `name`.
 pub fn door_for(name: &str) -> Result<&'static dyn Door> {
-    crate::gpu::door().map_err(|e| unavailable(name, format!("it keeps its frames in GPU memory, and {e}")))
+    crate::gpu::door().map_err(|e| Error::DeviceUnavailable { name: Some(name.to_owned()), reason: format!("it keeps its frames in GPU memory, and {e}"), door: Some(e) })
 }
 
 impl DeviceSlots {
@@ -216,6 +216,12 @@ impl Stream {
     /// for its CPU mirror only).
     pub fn device(&self) -> Option<&DeviceSlots> {
         self.device.as_ref()
+    }
+
+    /// This process's CUDA ordinal of a device stream's device, when this handle reaches its
+    /// frames through the GPU (None for a host stream or a handle on the CPU mirror).
+    pub fn device_ordinal(&self) -> Option<u32> {
+        self.device.as_ref().map(|d| d.device)
     }
 
     /// A device stream's device slots, or the error for a device operation on anything else.

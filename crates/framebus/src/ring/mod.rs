@@ -2,6 +2,7 @@
 
 mod blocked;
 mod device;
+mod device_stream;
 mod fork;
 pub mod frame_table;
 pub mod monitor;
@@ -19,6 +20,7 @@ mod windows;
 mod writer;
 
 pub use device::{Dest, DeviceSlots, Source, DEVICE_PITCH_ALIGN};
+pub use device_stream::{DeviceFrame, DeviceLoan, DeviceStream};
 pub use fork::fork_grace;
 pub use handle::{describe, now_ns, CreateOptions, DeviceAccess, ReaderMode, Stream, OPEN_READY_TIMEOUT};
 pub use kept::{set_pages_in_use_check, KeptSlot};
