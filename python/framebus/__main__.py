@@ -1,3 +1,5 @@
+"""``python -m framebus``: the ``framebus`` command line."""
+
 from .cli import entry
 
 entry()

@@ -1,3 +1,5 @@
+"""``python -m framebus.pyshmem``: pyshmem's command line (list, unlink, purge)."""
+
 import sys
 
 from .cli import main
