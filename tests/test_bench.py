@@ -1,4 +1,5 @@
-"""``framebus bench``: every suite runs once at tiny sizes (``--quick --smoke``) and writes
+"""The benchmark suite (``framebus-bench``, the package in benches/; ``framebus bench`` runs it
+with the same arguments): every suite runs once at tiny sizes (``--quick --smoke``) and writes
 well-formed JSON, Markdown and plots; bad input gets a clear error. No test here checks a speed:
 benchmarks report figures, they never pass or fail on them."""
 
@@ -42,7 +43,7 @@ def _ours() -> Set[str]:
 
 def _run(args: List[str], cwd: str, timeout: float = SMOKE_TIMEOUT) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="200", PYTHONWARNINGS="default")
-    return subprocess.run([sys.executable, "-m", "framebus", "bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "framebus_bench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,7 @@ def test_missing_peers_are_skipped_with_a_note(smoke: Dict[str, object]) -> None
 def test_markdown_tables_are_well_formed(smoke: Dict[str, object]) -> None:
     with open(os.path.join(str(smoke["dir"]), "run.md"), encoding="utf-8") as f:
         text = f.read()
-    assert text.startswith("Command: `framebus bench")
+    assert text.startswith("Command: `framebus-bench --quick --smoke --json run.json")
     for s in SUITES:
         assert re.search(rf"^### {s.id} ", text, re.M), s.id
     lines = text.splitlines()
@@ -254,7 +255,7 @@ def test_live_progress_notes_keep_square_brackets():
 
     from rich.console import Console
 
-    from framebus.commands.bench import _RichReporter
+    from framebus_bench.cli import _RichReporter
 
     out = io.StringIO()
     reporter = _RichReporter(Console(file=out, force_terminal=False, width=200), 1)
@@ -358,7 +359,7 @@ def test_load_processes_never_outlive_the_run(tmp_path, sig: str) -> None:
 
     before = _ours()
     env = dict(os.environ, COLUMNS="200")
-    bench = subprocess.Popen([sys.executable, "-m", "framebus", "bench", "W2", "--load", "2"], cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bench = subprocess.Popen([sys.executable, "-m", "framebus_bench", "W2", "--load", "2"], cwd=str(tmp_path), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for(lambda: len(_busy_children(bench.pid)) == 2 or bench.poll() is not None, "the busy processes did not start")
         pids = _busy_children(bench.pid)
@@ -387,7 +388,7 @@ def test_load_processes_die_with_a_killed_run_whatever_their_signal_dispositions
     import signal
 
     env = dict(os.environ, COLUMNS="200")
-    bench = subprocess.Popen([sys.executable, "-c", _DEAF, "-m", "framebus", "bench", "W2", "--load", "2"], cwd=str(tmp_path), env=env,
+    bench = subprocess.Popen([sys.executable, "-c", _DEAF, "-m", "framebus_bench", "W2", "--load", "2"], cwd=str(tmp_path), env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids: List[int] = []
     try:
@@ -445,7 +446,38 @@ def test_bench_without_the_suite_says_how_to_install_it(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", no_suite)
     assert cli.main(["bench", "--list"]) == 1
     err = capsys.readouterr().err
-    assert "benchmark suite is not installed" in err and "./benches[peers]" in err
+    assert "benchmark suite is not installed" in err and "pip install -e ./benches" in err and "./benches[peers]" in err
+
+
+def test_framebus_bench_hands_every_argument_to_the_driver(monkeypatch) -> None:
+    """`framebus bench ARGS` is `framebus-bench ARGS`: the arguments reach the driver unparsed,
+    in order, options before suites included, with the program name for its messages."""
+    import framebus_bench.cli as driver
+
+    got = []
+    monkeypatch.setattr(driver, "main", lambda argv, prog: got.append((list(argv), prog)) or 7)
+    argv = ["--json", "x.json", "W1", "--quick", "-h", "--load", "2", "sweep"]
+    assert cli.main(["bench", *argv]) == 7
+    assert got == [(argv, "framebus bench")]
+
+
+def test_the_driver_is_not_part_of_framebus() -> None:
+    """framebus's package (what its wheel ships) holds no benchmark driver: `framebus bench` only
+    imports framebus_bench.cli's main, and declares no options of its own."""
+    import framebus
+
+    root = os.path.dirname(framebus.__file__)
+    uses = []
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+                uses += [(os.path.relpath(path, root), m) for m in re.findall(r"(?:from|import) (framebus_bench[\w.]*)", text)]
+    assert uses == [(os.path.join("commands", "bench.py"), "framebus_bench.cli")]
+    with open(os.path.join(root, "commands", "bench.py"), encoding="utf-8") as fh:
+        assert "add_argument(" not in fh.read()
 
 
 def test_w10_runs_its_processes_behind_the_fake_gpu_door(tmp_path) -> None:
@@ -455,7 +487,7 @@ def test_w10_runs_its_processes_behind_the_fake_gpu_door(tmp_path) -> None:
         pytest.skip("torch is installed: W10 measures the GPU with it and skips the fake door")
     before = _ours()
     env = dict(os.environ, COLUMNS="200", PYTHONWARNINGS="default", FRAMEBUS_CUDA="fake")
-    proc = subprocess.run([sys.executable, "-m", "framebus", "bench", "W10", "--smoke", "--json", "w10.json"], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT)
+    proc = subprocess.run([sys.executable, "-m", "framebus_bench", "W10", "--smoke", "--json", "w10.json"], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=SMOKE_TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert _ours() - before == set()
     (suite,) = load(os.path.join(str(tmp_path), "w10.json")).suites

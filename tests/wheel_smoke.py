@@ -8,12 +8,14 @@ Checks, each printed as PASS/SKIP/FAIL: no Rust toolchain on PATH (cargo, rustc)
 from site-packages, not the checkout; `framebus demo --seconds 1`; a lossless cross-process
 write/read of numbered frames ending with the stream's end; a pipe into FFmpeg (skipped, with the
 reason, where no FFmpeg is found); `framebus ls`, `framebus ls --json` and `framebus doctor`;
-nothing left in /dev/shm. Exits with 1 if any check failed.
+the wheel holds no benchmark driver (`framebus bench` says how to install the suite, which lives in
+the repository's benches/ folder); nothing left in /dev/shm. Exits with 1 if any check failed.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,6 +161,28 @@ def cli_ls_and_doctor() -> str:
     return f"ls ok; doctor: {len(out.splitlines())} lines"
 
 
+def bench_is_not_in_the_wheel() -> str:
+    import importlib.util
+
+    import framebus
+
+    if importlib.util.find_spec("framebus_bench") is not None:
+        raise Skip("the benchmark suite (framebus_bench) is installed here as well")
+    pkg = Path(framebus.__file__).resolve().parent
+    drivers = [
+        f"{p.relative_to(pkg)} ({m})"
+        for p in pkg.rglob("*.py")
+        for m in re.findall(r"(?:from|import) (framebus_bench[\w.]*)", p.read_text(encoding="utf-8"))
+        if m != "framebus_bench.cli"  # `framebus bench` runs the suite's driver when it is installed
+    ]
+    if drivers:
+        raise AssertionError(f"the wheel imports from the benchmark suite in {drivers}: the driver belongs in benches/")
+    proc = subprocess.run([str(BIN / "framebus"), "bench", "--list"], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 1 or "pip install -e ./benches" not in proc.stderr:
+        raise AssertionError(f"framebus bench without the suite exited with {proc.returncode}: {proc.stderr}")
+    return "framebus bench says how to install the suite (exit 1)"
+
+
 def nothing_left_in_dev_shm() -> str:
     left = [p.name for p in Path("/dev/shm").glob(f"framebus.{PREFIX}*")]
     if left:
@@ -177,6 +201,7 @@ def main() -> int:
         frames_cross_processes_losslessly,
         frames_pipe_into_ffmpeg,
         cli_ls_and_doctor,
+        bench_is_not_in_the_wheel,
         nothing_left_in_dev_shm,
     ):
         check(fn)

@@ -2,9 +2,9 @@
 instead, in one run on one machine (see docs/benchmarks.md).
 
 Suites are plain modules, one per workload family (W1..W11 of the project's benchmark plan),
-sharing :mod:`framebus_bench.harness`. ``framebus bench`` (framebus.commands.bench) runs them
-with a progress display and writes tables, JSON and plots; :func:`run` does the same from
-Python::
+sharing :mod:`framebus_bench.harness`. ``framebus-bench`` (:mod:`framebus_bench.cli`; also
+``framebus bench`` once this package is installed) runs them with a progress display and writes
+tables, JSON and plots; :func:`run` does the same from Python::
 
     from framebus_bench import run
     result = run(["W1", "W3"], quick=True)
@@ -97,7 +97,7 @@ def run(
     config = Config(quick=quick, smoke=smoke, large=large)
     ctx = Context(config, reporter or Reporter())
     result = Run(
-        command=command or " ".join(["framebus", "bench", *names] + (["--quick"] if quick else []) + (["--smoke"] if smoke else []) + ([f"--load {load}"] if load else [])),
+        command=command or " ".join(["framebus-bench", *names] + (["--quick"] if quick else []) + (["--smoke"] if smoke else []) + ([f"--load {load}"] if load else [])),
         machine=machine_info(),
         versions=versions(),
         settings={**asdict(config), "suites": [s.id for s in specs], "argv0": os.path.basename(sys.argv[0])},

@@ -11,7 +11,8 @@ import threading
 from typing import List, Optional
 
 #: Subcommands, each a module in framebus.commands with ``HELP``, ``add_arguments(parser)`` and
-#: ``run(args) -> int``. Keep this list in the order ``framebus --help`` shows it.
+#: ``run(args) -> int``. Keep this list in the order ``framebus --help`` shows it. A module with
+#: ``PASS_THROUGH = True`` gets every argument after its name unparsed, as ``args.argv``.
 COMMANDS = ["demo", "ls", "top", "hz", "echo", "doctor", "gc", "bench", "record", "play", "bridge", "ros2"]
 
 
@@ -80,9 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"framebus.commands.{name}")
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        through = getattr(module, "PASS_THROUGH", False)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=not through)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _pass_through=through)
         _know_parser(p)
     return parser
 
@@ -144,7 +146,9 @@ def _main(argv: Optional[List[str]]) -> int:
     # Unknown options are left over by the subcommand's parser; argparse would report them
     # with the top-level usage. The innermost subcommand's parser reports them (exit 2).
     args, extra = parser.parse_known_args(argv)
-    if extra:
+    if getattr(args, "_pass_through", False):
+        args.argv = extra
+    elif extra:
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "_run", None):
         parser.print_help()
