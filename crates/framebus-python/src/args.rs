@@ -50,9 +50,10 @@ pub fn unsigned(py: Python<'_>, what: &str, value: Option<&Bound<'_, PyAny>>) ->
     };
     match v.extract::<u64>() {
         Ok(n) => Ok(Some(n)),
-        Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
-            Err(PyErr::from_type(ErrorKind::InvalidArgument.class(py)?, (format!("{what} must be an int from 0 to 2**64-1, got {}", shown(v)),)))
-        }
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => Err(PyErr::from_type(
+            ErrorKind::InvalidArgument.class(py)?,
+            (format!("{what} must be an int from 0 to 2**64-1, got {}", shown(v)),),
+        )),
         Err(_) => Err(PyTypeError::new_err(format!("{what} must be an int or None, got {}", v.get_type().name()?))),
     }
 }

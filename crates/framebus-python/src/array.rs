@@ -88,12 +88,9 @@ impl FrameSpec {
     /// Checks that `out` is a writable C-contiguous array of this spec.
     pub fn destination<'py>(&self, py: Python<'py>, name: &str, out: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
         let problem = match out.cast::<PyUntypedArray>() {
-            Ok(arr) if !self.matches(py, arr) => format!(
-                "out has shape {:?} and dtype {} (C-contiguous: {})",
-                arr.shape(),
-                arr.dtype(),
-                arr.is_c_contiguous()
-            ),
+            Ok(arr) if !self.matches(py, arr) => {
+                format!("out has shape {:?} and dtype {} (C-contiguous: {})", arr.shape(), arr.dtype(), arr.is_c_contiguous())
+            }
             // SAFETY: as_array_ptr returns the live PyArrayObject behind `arr`.
             Ok(arr) if unsafe { (*arr.as_array_ptr()).fields.flags } & NPY_ARRAY_WRITEABLE == 0 => "out is read-only".to_owned(),
             Ok(arr) => return Ok(arr.clone()),
@@ -135,7 +132,13 @@ impl FrameSpec {
     /// # Safety
     /// A non-NULL `data` must point to at least `frame_bytes` bytes that stay valid (and, with
     /// NPY_ARRAY_WRITEABLE, writable) for as long as `base` is alive.
-    pub unsafe fn wrap<'py>(&self, py: Python<'py>, data: *mut u8, flags: std::os::raw::c_int, base: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    pub unsafe fn wrap<'py>(
+        &self,
+        py: Python<'py>,
+        data: *mut u8,
+        flags: std::os::raw::c_int,
+        base: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let descr = self.dtype.clone_ref(py).into_ptr();
         // NumPy takes the dimensions as a mutable pointer; a stack copy avoids an allocation.
         let mut dims: [npy_intp; framebus::ring::layout::MAX_NDIM] = [0; framebus::ring::layout::MAX_NDIM];

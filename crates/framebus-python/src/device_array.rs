@@ -31,7 +31,11 @@ fn host_bytes<'a>(arr: &'a Bound<'_, PyUntypedArray>, len: usize) -> &'a [u8] {
 }
 
 /// A new NumPy array of `spec` filled by `fill` with the GIL released (a download).
-pub(crate) fn download<'py>(py: Python<'py>, spec: &FrameSpec, fill: impl FnOnce(&mut [u8]) -> framebus::Result<()> + Send) -> PyResult<Bound<'py, PyUntypedArray>> {
+pub(crate) fn download<'py>(
+    py: Python<'py>,
+    spec: &FrameSpec,
+    fill: impl FnOnce(&mut [u8]) -> framebus::Result<()> + Send,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let out = spec.empty(py)?;
     let host = crate::array::DataPtr(data_ptr(&out).get());
     let len = spec.frame_bytes;
@@ -54,7 +58,9 @@ impl PyDeviceArray {
     pub(crate) fn allocate(py: Python<'_>, device: u32, dtype: &str, shape: &[u64]) -> PyResult<PyDeviceArray> {
         let spec = FrameSpec::new(py, dtype, shape)?;
         if dlpack::dl_dtype(dtype).is_none() {
-            return Err(ErrorKind::InvalidArgument.err(py, (format!("dtype {dtype} cannot live in GPU memory (big-endian or not a number type)"),)));
+            return Err(
+                ErrorKind::InvalidArgument.err(py, (format!("dtype {dtype} cannot live in GPU memory (big-endian or not a number type)"),))
+            );
         }
         let bytes = spec.frame_bytes as u64;
         let buffer = py.detach(|| DeviceBuffer::allocate(device, bytes)).map_err(CoreError)?;
@@ -120,7 +126,13 @@ impl PyDeviceArray {
     /// A DLPack capsule of the array (no copy); the consumer's `stream` is ordered after the
     /// last copy into it.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(slf: &Bound<'_, Self>, stream: Option<&Bound<'_, PyAny>>, max_version: Option<&Bound<'_, PyAny>>, dl_device: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyResult<Py<PyAny>> {
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
         let _ = max_version;
         let py = slf.py();
         let me = slf.get();

@@ -33,12 +33,30 @@ pub struct PyDeviceFrame {
 impl PyDeviceFrame {
     /// The Python object's initializer: the frame under its header (shape, dtype, nbytes,
     /// device, seq, timestamp_ns, frame_id, meta).
-    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, ds: &DeviceStream, pinned: Pinned, view_stream: u64) -> PyResult<PyClassInitializer<PyDeviceFrame>> {
+    pub(crate) fn new(
+        py: Python<'_>,
+        name: &Arc<str>,
+        spec: &FrameSpec,
+        dtype: &str,
+        ds: &DeviceStream,
+        pinned: Pinned,
+        view_stream: u64,
+    ) -> PyResult<PyClassInitializer<PyDeviceFrame>> {
         let f = pinned.frame();
-        let header = PyFrameHeader::frame(PyArrayHeader::of(py, spec, Some(ds.device())), Record { seq: f.seq, timestamp_ns: f.timestamp_ns, frame_id: f.frame_id, meta: f.meta });
+        let header = PyFrameHeader::frame(
+            PyArrayHeader::of(py, spec, Some(ds.device())),
+            Record { seq: f.seq, timestamp_ns: f.timestamp_ns, frame_id: f.frame_id, meta: f.meta },
+        );
         let seq = f.seq;
         let frame = ds.frame(pinned).map_err(CoreError)?;
-        Ok(header.add_subclass(PyDeviceFrame { name: name.clone(), spec: spec.clone_ref(py), dtype: dtype.to_owned(), seq, view_stream, frame }))
+        Ok(header.add_subclass(PyDeviceFrame {
+            name: name.clone(),
+            spec: spec.clone_ref(py),
+            dtype: dtype.to_owned(),
+            seq,
+            view_stream,
+            frame,
+        }))
     }
 
     /// Makes `cuda_stream` wait for the frame (once per stream); StreamClosedError once released.
@@ -74,7 +92,13 @@ impl PyDeviceFrame {
     /// pin) alive until the consumer lets go of it. DLPack has no read-only flag: do not write
     /// into the frame.
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(slf: &Bound<'_, Self>, stream: Option<&Bound<'_, PyAny>>, max_version: Option<&Bound<'_, PyAny>>, dl_device: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyResult<Py<PyAny>> {
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
         let _ = max_version;
         let py = slf.py();
         let me = slf.get();
@@ -124,6 +148,13 @@ impl PyDeviceFrame {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        format!("DeviceFrame(stream={:?}, seq={}, shape={:?}, dtype={}, device='cuda:{}')", self.name, self.seq, &self.spec.shape[..], self.spec.dtype.bind(py), self.frame.device())
+        format!(
+            "DeviceFrame(stream={:?}, seq={}, shape={:?}, dtype={}, device='cuda:{}')",
+            self.name,
+            self.seq,
+            &self.spec.shape[..],
+            self.spec.dtype.bind(py),
+            self.frame.device()
+        )
     }
 }

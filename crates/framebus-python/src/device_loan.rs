@@ -43,7 +43,15 @@ pub struct PyDeviceLoan {
 impl PyDeviceLoan {
     /// A loan of the claimed slot (`stream` already waits for the readers' release events): the
     /// Python object's initializer, the loan under its header (shape, dtype, nbytes, device, seq).
-    pub(crate) fn new(py: Python<'_>, name: &Arc<str>, spec: &FrameSpec, dtype: &str, guard: Guard, stream: u64, values: LoanValues) -> PyClassInitializer<PyDeviceLoan> {
+    pub(crate) fn new(
+        py: Python<'_>,
+        name: &Arc<str>,
+        spec: &FrameSpec,
+        dtype: &str,
+        guard: Guard,
+        stream: u64,
+        values: LoanValues,
+    ) -> PyClassInitializer<PyDeviceLoan> {
         let (ptr, device) = (guard.ptr(), guard.device());
         let seq = values.seq.unwrap_or_else(|| guard.seq());
         PySlotHeader::loan(PyArrayHeader::of(py, spec, Some(device)), seq).add_subclass(PyDeviceLoan {
@@ -62,7 +70,8 @@ impl PyDeviceLoan {
 
     fn take(&self, py: Python<'_>) -> PyResult<Guard> {
         if self.generation != framebus::process::fork_generation() {
-            return Err(ErrorKind::InvalidArgument.err(py, (format!("this loan of stream {:?} belongs to the process that took it (this is a forked child)", self.name),)));
+            return Err(ErrorKind::InvalidArgument
+                .err(py, (format!("this loan of stream {:?} belongs to the process that took it (this is a forked child)", self.name),)));
         }
         self.open.lock().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| {
             ErrorKind::InvalidArgument.err(py, (format!("this loan of stream {:?} was already committed or aborted", self.name),))
@@ -77,7 +86,8 @@ impl PyDeviceLoan {
         if self.is_open() {
             return Ok(());
         }
-        Err(ErrorKind::InvalidArgument.err(py, (format!("this loan of stream {:?} has ended: its memory belongs to the stream now", self.name),)))
+        Err(ErrorKind::InvalidArgument
+            .err(py, (format!("this loan of stream {:?} has ended: its memory belongs to the stream now", self.name),)))
     }
 }
 
@@ -121,7 +131,13 @@ impl PyDeviceLoan {
     /// A DLPack capsule of the slot (no copy), writable. The consumer's stream should be the
     /// loan's; otherwise pass the stream the writes were queued on to commit().
     #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(slf: &Bound<'_, Self>, stream: Option<&Bound<'_, PyAny>>, max_version: Option<&Bound<'_, PyAny>>, dl_device: Option<&Bound<'_, PyAny>>, copy: Option<bool>) -> PyResult<Py<PyAny>> {
+    fn __dlpack__(
+        slf: &Bound<'_, Self>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
         let _ = (max_version, stream);
         let py = slf.py();
         let me = slf.get();
@@ -147,7 +163,13 @@ impl PyDeviceLoan {
 
     /// Commits on a clean exit, discards on an exception.
     #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
-    fn __exit__(&self, py: Python<'_>, exc_type: Option<&Bound<'_, PyAny>>, _exc: Option<&Bound<'_, PyAny>>, _tb: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         if !self.is_open() {
             return Ok(false);
         }
@@ -160,6 +182,14 @@ impl PyDeviceLoan {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        format!("DeviceLoan(stream={:?}, seq={}, shape={:?}, dtype={}, device='cuda:{}', open={})", self.name, self.seq, &self.spec.shape[..], self.spec.dtype.bind(py), self.device, self.is_open())
+        format!(
+            "DeviceLoan(stream={:?}, seq={}, shape={:?}, dtype={}, device='cuda:{}', open={})",
+            self.name,
+            self.seq,
+            &self.spec.shape[..],
+            self.spec.dtype.bind(py),
+            self.device,
+            self.is_open()
+        )
     }
 }

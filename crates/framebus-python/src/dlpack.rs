@@ -125,7 +125,14 @@ fn numpy_dtype(t: DLDataType) -> Option<String> {
 
 /// A DLPack capsule over `ptr` (device memory of `device`, or host memory for `device` None),
 /// C-contiguous of `shape` and `dtype`; `owner` is kept alive until the consumer lets go.
-pub fn export_capsule(py: Python<'_>, ptr: u64, shape: &[usize], dtype: &str, device: Option<u32>, owner: Py<PyAny>) -> PyResult<Py<PyAny>> {
+pub fn export_capsule(
+    py: Python<'_>,
+    ptr: u64,
+    shape: &[usize],
+    dtype: &str,
+    device: Option<u32>,
+    owner: Py<PyAny>,
+) -> PyResult<Py<PyAny>> {
     let dl = dl_dtype(dtype).ok_or_else(|| PyTypeError::new_err(format!("dtype {dtype} has no DLPack type")))?;
     let mut context = Box::new(Context { shape: shape.iter().map(|&d| d as i64).collect(), _owner: Some(owner) });
     let managed = Box::new(DLManagedTensor {
@@ -208,7 +215,9 @@ pub fn from_cuda_array_interface(obj: &Bound<'_, PyAny>) -> PyResult<Option<Arra
     let py = obj.py();
     let Ok(cai) = obj.getattr(pyo3::intern!(py, "__cuda_array_interface__")) else { return Ok(None) };
     let cai = cai.cast_into::<PyDict>().map_err(|_| PyTypeError::new_err("__cuda_array_interface__ must be a dict"))?;
-    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> { cai.get_item(k)?.ok_or_else(|| PyTypeError::new_err(format!("__cuda_array_interface__ has no {k:?}"))) };
+    let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+        cai.get_item(k)?.ok_or_else(|| PyTypeError::new_err(format!("__cuda_array_interface__ has no {k:?}")))
+    };
     if cai.get_item("mask")?.is_some_and(|m| !m.is_none()) {
         return Err(PyValueError::new_err("masked arrays (__cuda_array_interface__ with a mask) cannot be written"));
     }
@@ -233,7 +242,13 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<Opti
     let kwargs = PyDict::new(py);
     if device_type == KDL_CUDA {
         // DLPack spells the legacy default stream 1 (0 is not allowed).
-        kwargs.set_item("stream", match stream.unwrap_or(0) { 0 => 1, s => s })?;
+        kwargs.set_item(
+            "stream",
+            match stream.unwrap_or(0) {
+                0 => 1,
+                s => s,
+            },
+        )?;
     }
     let capsule = obj.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs))?;
     let raw = capsule.as_ptr();
@@ -241,7 +256,9 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<Opti
     if unsafe { pyo3::ffi::PyCapsule_IsValid(raw, CAPSULE_NAME.as_ptr()) } != 1 {
         // SAFETY: IsValid may set no error; clearing is harmless.
         unsafe { pyo3::ffi::PyErr_Clear() };
-        return Err(PyTypeError::new_err("__dlpack__ returned something other than an unconsumed \"dltensor\" capsule (versioned DLPack capsules are not taken yet)"));
+        return Err(PyTypeError::new_err(
+            "__dlpack__ returned something other than an unconsumed \"dltensor\" capsule (versioned DLPack capsules are not taken yet)",
+        ));
     }
     // SAFETY: checked valid just above.
     let managed = unsafe { pyo3::ffi::PyCapsule_GetPointer(raw, CAPSULE_NAME.as_ptr()) }.cast::<DLManagedTensor>();
@@ -257,7 +274,8 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<Opti
     // SAFETY: DLPack guarantees `shape` (and non-NULL `strides`) hold ndim entries.
     let shape_raw = if ndim == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(t.shape, ndim) } };
     let shape: Vec<usize> = shape_raw.iter().map(|&d| d.max(0) as usize).collect();
-    let dtype = numpy_dtype(t.dtype).ok_or_else(|| PyTypeError::new_err(format!("DLPack type code {} of {} bits has no NumPy dtype", t.dtype.code, t.dtype.bits)))?;
+    let dtype = numpy_dtype(t.dtype)
+        .ok_or_else(|| PyTypeError::new_err(format!("DLPack type code {} of {} bits has no NumPy dtype", t.dtype.code, t.dtype.bits)))?;
     let strides: Option<Vec<i64>> = if t.strides.is_null() || ndim == 0 {
         None
     } else {
@@ -270,12 +288,28 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>, stream: Option<u64>) -> PyResult<Opti
         KDL_CPU => None,
         other => return Err(PyValueError::new_err(format!("arrays on DLPack device type {other} cannot be written (CUDA or CPU only)"))),
     };
-    Ok(Some(ArrayRef { ptr: (t.data as u64).wrapping_add(t.byte_offset), shape, dtype, device, readonly: false, contiguous, stream: None, _held: Some(held) }))
+    Ok(Some(ArrayRef {
+        ptr: (t.data as u64).wrapping_add(t.byte_offset),
+        shape,
+        dtype,
+        device,
+        readonly: false,
+        contiguous,
+        stream: None,
+        _held: Some(held),
+    }))
 }
 
 /// `__cuda_array_interface__` (version 3) of a C-contiguous device array; `stream` is the
 /// CUstream consumers must order their work after (None: nothing to wait for).
-pub fn cuda_array_interface<'py>(py: Python<'py>, ptr: u64, shape: &[usize], dtype: &str, readonly: bool, stream: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+pub fn cuda_array_interface<'py>(
+    py: Python<'py>,
+    ptr: u64,
+    shape: &[usize],
+    dtype: &str,
+    readonly: bool,
+    stream: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("shape", PyTuple::new(py, shape)?)?;
     d.set_item("typestr", dtype)?;
@@ -304,7 +338,10 @@ pub fn stream_arg(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
             return Ok(Some(n));
         }
     }
-    Err(PyTypeError::new_err(format!("stream must be a CUDA stream (an int handle, torch.cuda.Stream or cupy.cuda.Stream), got {}", v.get_type().name()?)))
+    Err(PyTypeError::new_err(format!(
+        "stream must be a CUDA stream (an int handle, torch.cuda.Stream or cupy.cuda.Stream), got {}",
+        v.get_type().name()?
+    )))
 }
 
 /// Whether a DLPack consumer asked for no synchronisation (`stream=-1`).

@@ -60,7 +60,33 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ErrorKind; 25] = [ErrorKind::InvalidArgument, ErrorKind::InvalidFrame, ErrorKind::StreamNotFound, ErrorKind::StreamExists, ErrorKind::StreamPermission, ErrorKind::InsufficientSpace, ErrorKind::IncompatibleStream, ErrorKind::CorruptStream, ErrorKind::StreamNotReady, ErrorKind::StreamTimeout, ErrorKind::StreamClosed, ErrorKind::StreamEnded, ErrorKind::StreamReplaced, ErrorKind::StreamEmpty, ErrorKind::LockNotHeld, ErrorKind::LoanOpen, ErrorKind::SequenceExhausted, ErrorKind::TooManyReaders, ErrorKind::FramebusOS, ErrorKind::Pipe, ErrorKind::PipeBroken, ErrorKind::PipeTimeout, ErrorKind::Device, ErrorKind::DeviceUnavailable, ErrorKind::LockRecoveredWarning];
+    pub const ALL: [ErrorKind; 25] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::InvalidFrame,
+        ErrorKind::StreamNotFound,
+        ErrorKind::StreamExists,
+        ErrorKind::StreamPermission,
+        ErrorKind::InsufficientSpace,
+        ErrorKind::IncompatibleStream,
+        ErrorKind::CorruptStream,
+        ErrorKind::StreamNotReady,
+        ErrorKind::StreamTimeout,
+        ErrorKind::StreamClosed,
+        ErrorKind::StreamEnded,
+        ErrorKind::StreamReplaced,
+        ErrorKind::StreamEmpty,
+        ErrorKind::LockNotHeld,
+        ErrorKind::LoanOpen,
+        ErrorKind::SequenceExhausted,
+        ErrorKind::TooManyReaders,
+        ErrorKind::FramebusOS,
+        ErrorKind::Pipe,
+        ErrorKind::PipeBroken,
+        ErrorKind::PipeTimeout,
+        ErrorKind::Device,
+        ErrorKind::DeviceUnavailable,
+        ErrorKind::LockRecoveredWarning,
+    ];
 
     /// The class's name in `framebus.errors`.
     pub fn name(self) -> &'static str {
@@ -120,10 +146,15 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let value = err.value(py);
     let mut fields: Vec<(&str, &str)> = Vec::new();
     match &e {
-        Error::NotFound { name, path } | Error::AlreadyExists { name, path } | Error::NotReady { name, path, .. } | Error::IncompatibleVersion { name, path, .. } => {
+        Error::NotFound { name, path }
+        | Error::AlreadyExists { name, path }
+        | Error::NotReady { name, path, .. }
+        | Error::IncompatibleVersion { name, path, .. } => {
             fields.extend([("stream", name.as_str()), ("path", path.as_str())]);
         }
-        Error::Corrupt { name, path, reason } => fields.extend([("stream", name.as_str()), ("path", path.as_str()), ("reason", reason.as_str())]),
+        Error::Corrupt { name, path, reason } => {
+            fields.extend([("stream", name.as_str()), ("path", path.as_str()), ("reason", reason.as_str())])
+        }
         Error::NotSegment { name, path, kind } => fields.extend([("stream", name.as_str()), ("path", path.as_str()), ("reason", *kind)]),
         Error::SpecMismatch { name, existing, requested } => {
             fields.extend([("stream", name.as_str()), ("existing_spec", existing.as_str()), ("requested_spec", requested.as_str())]);
@@ -155,7 +186,10 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     // A GPU door error rides on the exception as values (`framebus doctor` decides from them):
     // the driver's code (or framebus's own, negative), its name, and the call that failed.
     if let Some(door) = e.door_error() {
-        let set = value.setattr("code", door.code).and_then(|()| value.setattr("code_name", door.name.as_str())).and_then(|()| value.setattr("call", door.call));
+        let set = value
+            .setattr("code", door.code)
+            .and_then(|()| value.setattr("code_name", door.name.as_str()))
+            .and_then(|()| value.setattr("call", door.call));
         if let Err(e) = set {
             return e;
         }

@@ -15,8 +15,8 @@ use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use crate::array::FrameSpec;
-use crate::frame_arrays::Parts;
 use crate::errors::{CoreError, ErrorKind};
+use crate::frame_arrays::Parts;
 use crate::header::{PyArrayHeader, PyFrameHeader, Record};
 
 /// Holds a pin; the base object of a frame's arrays.
@@ -80,7 +80,10 @@ impl PyFrame {
     fn several_error(&self, py: Python<'_>) -> PyErr {
         let names = self.parts.as_ref().map(|p| p.parts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()).unwrap_or_default();
         match ErrorKind::InvalidArgument.class(py) {
-            Ok(cls) => PyErr::from_type(cls, (format!("frame {} of stream {:?} holds several arrays {names:?}; use frame.arrays[name]", self.seq, self.name),)),
+            Ok(cls) => PyErr::from_type(
+                cls,
+                (format!("frame {} of stream {:?} holds several arrays {names:?}; use frame.arrays[name]", self.seq, self.name),),
+            ),
             Err(e) => e,
         }
     }
@@ -284,7 +287,15 @@ impl PyFrame {
     fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         if let (Ok(name), Some(_)) = (key.cast::<pyo3::types::PyString>(), self.parts.as_ref().filter(|p| p.named)) {
             return match self.make_array(py)?.cast::<PyDict>() {
-                Ok(d) => d.get_item(name)?.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("frame {} of stream {:?} has no array named {:?}; its names are {:?}", self.seq, self.name, name.to_string(), self.parts.as_ref().map(|p| p.parts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()).unwrap_or_default()))),
+                Ok(d) => d.get_item(name)?.ok_or_else(|| {
+                    pyo3::exceptions::PyKeyError::new_err(format!(
+                        "frame {} of stream {:?} has no array named {:?}; its names are {:?}",
+                        self.seq,
+                        self.name,
+                        name.to_string(),
+                        self.parts.as_ref().map(|p| p.parts.iter().map(|a| a.name.clone()).collect::<Vec<_>>()).unwrap_or_default()
+                    ))
+                }),
                 Err(_) => self.delegate(py, "__getitem__", key),
             };
         }
@@ -321,7 +332,9 @@ impl PyFrame {
         let arr = self.single_array(py)?;
         match arr.getattr(name) {
             Ok(v) => Ok(v),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Err(pyo3::exceptions::PyAttributeError::new_err(format!("'Frame' object (nor its array) has no attribute {name:?}"))),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {
+                Err(pyo3::exceptions::PyAttributeError::new_err(format!("'Frame' object (nor its array) has no attribute {name:?}")))
+            }
             Err(e) => Err(e),
         }
     }
@@ -480,7 +493,12 @@ impl PyFrame {
     }
 
     #[pyo3(signature = (*args, **kwargs))]
-    fn __dlpack__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.single_array(py)?.getattr("__dlpack__")?.call(args, kwargs)
     }
 
@@ -501,6 +519,12 @@ impl PyFrame {
     }
 
     fn __repr__(&self) -> String {
-        format!("<framebus.Frame {:?} seq={} frame_id={}{}>", self.name, self.seq, self.frame_id, if self.released() { " released" } else { "" })
+        format!(
+            "<framebus.Frame {:?} seq={} frame_id={}{}>",
+            self.name,
+            self.seq,
+            self.frame_id,
+            if self.released() { " released" } else { "" }
+        )
     }
 }

@@ -48,7 +48,13 @@ pub struct ReadCache(Mutex<Option<(Vec<u8>, Arc<Parts>)>>);
 impl ReadCache {
     /// The arrays of the frame whose payload is `payload`: the cached ones when its table is
     /// byte for byte the last one, else `decode()`d (and cached).
-    pub fn parts(&self, py: Python<'_>, descrs: &DescrCache, payload: &[u8], decode: impl FnOnce() -> PyResult<FrameTable>) -> PyResult<Arc<Parts>> {
+    pub fn parts(
+        &self,
+        py: Python<'_>,
+        descrs: &DescrCache,
+        payload: &[u8],
+        decode: impl FnOnce() -> PyResult<FrameTable>,
+    ) -> PyResult<Arc<Parts>> {
         let raw = raw_table(payload);
         if let Some(raw) = raw {
             if let Some((bytes, parts)) = &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -90,7 +96,9 @@ impl LayoutCache {
     /// The cached table (and parts) for one array of `descr` and `shape`, if it is the last one.
     pub fn get(&self, descr: &Bound<'_, PyArrayDescr>, shape: &[u64], bytes: bool) -> Option<(Arc<FrameTable>, Option<Arc<Parts>>)> {
         match &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some((d, sh, b, t, parts)) if d.as_ptr() == descr.as_ptr() && sh.as_slice() == shape && *b == bytes => Some((Arc::clone(t), parts.clone())),
+            Some((d, sh, b, t, parts)) if d.as_ptr() == descr.as_ptr() && sh.as_slice() == shape && *b == bytes => {
+                Some((Arc::clone(t), parts.clone()))
+            }
             _ => None,
         }
     }
@@ -137,7 +145,14 @@ impl Parts {
         let parts = table
             .arrays
             .iter()
-            .map(|a| Ok(Part { name: a.name.clone(), spec: part_spec(py, cache, &a.dtype, &a.shape)?, offset: a.offset as usize, bytes: a.bytes }))
+            .map(|a| {
+                Ok(Part {
+                    name: a.name.clone(),
+                    spec: part_spec(py, cache, &a.dtype, &a.shape)?,
+                    offset: a.offset as usize,
+                    bytes: a.bytes,
+                })
+            })
             .collect::<PyResult<Vec<Part>>>()?;
         Ok(Parts { parts, named: table.named, codec: table.codec.clone() })
     }
@@ -179,7 +194,13 @@ impl Parts {
     /// # Safety
     /// `base` must point to the payload of the slot the table was read from (every part lies
     /// inside it), kept mapped (and, with NPY_ARRAY_WRITEABLE, writable) while `holder` lives.
-    pub unsafe fn wrap_value<'py>(&self, py: Python<'py>, base: *mut u8, flags: std::os::raw::c_int, holder: Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    pub unsafe fn wrap_value<'py>(
+        &self,
+        py: Python<'py>,
+        base: *mut u8,
+        flags: std::os::raw::c_int,
+        holder: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if let Some(p) = self.single() {
             // SAFETY: the caller's contract; the part lies inside the slot.
             return unsafe { p.spec.wrap(py, base.add(p.offset), flags, Some(holder)) };
@@ -194,7 +215,13 @@ impl Parts {
     ///
     /// # Safety
     /// As for `wrap_value`.
-    unsafe fn wrap_all_parts<'py>(&self, py: Python<'py>, base: *mut u8, flags: std::os::raw::c_int, holder: &Py<PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    unsafe fn wrap_all_parts<'py>(
+        &self,
+        py: Python<'py>,
+        base: *mut u8,
+        flags: std::os::raw::c_int,
+        holder: &Py<PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         self.parts
             .iter()
             // SAFETY: the validated table puts every part inside the slot (caller's contract).
@@ -220,7 +247,14 @@ impl Parts {
     /// A copy of the frame at `base` (pinned by the caller): the array, the dict of arrays, or
     /// bytes for a byte payload; into `out` (an array, or a dict of arrays for a dict frame)
     /// when given.
-    pub fn copy_out<'py>(&self, py: Python<'py>, base: *const u8, out: Option<&Bound<'py, PyAny>>, stream: &str, seq: u64) -> PyResult<Bound<'py, PyAny>> {
+    pub fn copy_out<'py>(
+        &self,
+        py: Python<'py>,
+        base: *const u8,
+        out: Option<&Bound<'py, PyAny>>,
+        stream: &str,
+        seq: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
         if let (Some(p), Some(o)) = (self.single(), out) {
             // One array into `out`: the common case, without the bookkeeping below.
             let arr = destination(py, p, o).map_err(|why| out_error(py, stream, seq, &why, self))?;
@@ -249,7 +283,9 @@ impl Parts {
                 None => None,
                 Some(o) if !self.named => Some(o.clone()),
                 Some(o) => match o.cast::<PyDict>() {
-                    Ok(d) => Some(d.get_item(&p.name)?.ok_or_else(|| out_error(py, stream, seq, &format!("out has no array {:?}", p.name), self))?),
+                    Ok(d) => Some(
+                        d.get_item(&p.name)?.ok_or_else(|| out_error(py, stream, seq, &format!("out has no array {:?}", p.name), self))?,
+                    ),
                     Err(_) => return Err(out_error(py, stream, seq, "out must be a dict of arrays for a frame of named arrays", self)),
                 },
             };
@@ -305,8 +341,12 @@ fn destination<'py>(py: Python<'py>, p: &Part, out: &Bound<'py, PyAny>) -> Resul
 }
 
 fn out_error(py: Python<'_>, stream: &str, seq: u64, why: &str, parts: &Parts) -> PyErr {
-    let holds: Vec<String> = parts.parts.iter().map(|p| format!("{:?}: shape {:?} dtype {}", p.name, p.spec.shape, p.spec.dtype.bind(py))).collect();
-    let msg = format!("{why}; frame {seq} of stream {stream:?} holds {}; nothing was copied (pass out=None to get a new array)", holds.join(", "));
+    let holds: Vec<String> =
+        parts.parts.iter().map(|p| format!("{:?}: shape {:?} dtype {}", p.name, p.spec.shape, p.spec.dtype.bind(py))).collect();
+    let msg = format!(
+        "{why}; frame {seq} of stream {stream:?} holds {}; nothing was copied (pass out=None to get a new array)",
+        holds.join(", ")
+    );
     match ErrorKind::InvalidArgument.class(py) {
         Ok(cls) => PyErr::from_type(cls, (msg,)),
         Err(e) => e,
@@ -357,7 +397,8 @@ pub fn source<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, stream: &str) -> 
         .into_iter()
         .map(|(name, array, bytes)| {
             let array = array.cast_into::<PyUntypedArray>()?;
-            let dtype = number_dtype_str(&array.dtype()).ok_or_else(|| PyTypeError::new_err(format!("array {name:?} has dtype {}, not a number type", array.dtype())))?;
+            let dtype = number_dtype_str(&array.dtype())
+                .ok_or_else(|| PyTypeError::new_err(format!("array {name:?} has dtype {}, not a number type", array.dtype())))?;
             let shape = array.shape().iter().map(|&d| d as u64).collect();
             Ok(SourcePart { name, array, dtype, shape, bytes })
         })
@@ -375,11 +416,18 @@ pub fn specs<'a>(parts: &'a [SourcePart<'_>]) -> Vec<ArraySpec<'a>> {
 pub type LoanLayout = (Vec<(String, String, Vec<u64>, bool)>, bool);
 
 /// The layout arguments of `loan()`: shape, dtype, nbytes, arrays.
-pub type LoanArgs<'a, 'py> = (Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>);
+pub type LoanArgs<'a, 'py> =
+    (Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>);
 
 /// Parses a loan's layout arguments (through `framebus._convert.loan_layout`, which raises
 /// TypeError/ValueError naming what is wrong).
-pub fn loan_layout(py: Python<'_>, shape: Option<&Bound<'_, PyAny>>, dtype: Option<&Bound<'_, PyAny>>, nbytes: Option<&Bound<'_, PyAny>>, arrays: Option<&Bound<'_, PyAny>>) -> PyResult<LoanLayout> {
+pub fn loan_layout(
+    py: Python<'_>,
+    shape: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    nbytes: Option<&Bound<'_, PyAny>>,
+    arrays: Option<&Bound<'_, PyAny>>,
+) -> PyResult<LoanLayout> {
     static LOAN_LAYOUT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let f = LOAN_LAYOUT.get_or_try_init(py, || py.import("framebus._convert")?.getattr("loan_layout").map(Bound::unbind))?;
     f.bind(py).call1((shape, dtype, nbytes, arrays))?.extract()

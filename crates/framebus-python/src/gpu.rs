@@ -57,7 +57,9 @@ pub fn fake_cuda_read(py: Python<'_>, ptr: u64, nbytes: usize) -> PyResult<Bound
     let bytes: Option<Vec<u8>> = None;
     match bytes {
         Some(bytes) => Ok(PyBytes::new(py, &bytes)),
-        None => Err(pyo3::exceptions::PyValueError::new_err(format!("{nbytes} bytes at {ptr:#x} are not live fake device memory of this process (FRAMEBUS_CUDA=fake)"))),
+        None => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{nbytes} bytes at {ptr:#x} are not live fake device memory of this process (FRAMEBUS_CUDA=fake)"
+        ))),
     }
 }
 

@@ -32,12 +32,22 @@ pub struct PyArrayHeader {
 impl PyArrayHeader {
     /// The header of one array of `spec` on `device` (None: host memory).
     pub fn of(py: Python<'_>, spec: &FrameSpec, device: Option<u32>) -> PyArrayHeader {
-        PyArrayHeader { shape: Some(spec.shape_tuple.clone_ref(py)), dtype: Some(spec.dtype.clone_ref(py)), nbytes: spec.frame_bytes, device }
+        PyArrayHeader {
+            shape: Some(spec.shape_tuple.clone_ref(py)),
+            dtype: Some(spec.dtype.clone_ref(py)),
+            nbytes: spec.frame_bytes,
+            device,
+        }
     }
 
     /// The header of host memory holding `nbytes` of arrays, one of `single` (None: several).
     pub fn host(py: Python<'_>, single: Option<&FrameSpec>, nbytes: usize) -> PyArrayHeader {
-        PyArrayHeader { shape: single.map(|s| s.shape_tuple.clone_ref(py)), dtype: single.map(|s| s.dtype.clone_ref(py)), nbytes, device: None }
+        PyArrayHeader {
+            shape: single.map(|s| s.shape_tuple.clone_ref(py)),
+            dtype: single.map(|s| s.dtype.clone_ref(py)),
+            nbytes,
+            device: None,
+        }
     }
 }
 
@@ -111,7 +121,11 @@ pub struct Record<'a> {
 impl PyFrameHeader {
     /// The headers of a frame: `array` and `record`.
     pub fn frame(array: PyArrayHeader, record: Record<'_>) -> PyClassInitializer<PyFrameHeader> {
-        PySlotHeader::loan(array, record.seq).add_subclass(PyFrameHeader { timestamp_ns: record.timestamp_ns, frame_id: record.frame_id, meta: record.meta.to_vec() })
+        PySlotHeader::loan(array, record.seq).add_subclass(PyFrameHeader {
+            timestamp_ns: record.timestamp_ns,
+            frame_id: record.frame_id,
+            meta: record.meta.to_vec(),
+        })
     }
 }
 

@@ -10,12 +10,12 @@ mod device_array;
 mod device_frame;
 mod device_loan;
 mod dlpack;
-mod gpu;
-mod header;
 mod errors;
 mod fork;
 mod frame;
 mod frame_arrays;
+mod gpu;
+mod header;
 mod loan;
 mod monitor;
 mod pipe;
@@ -96,9 +96,9 @@ fn segment_bytes(
     #[pyo3(from_py_with = meta_capacity_arg)] meta_capacity: u32,
     #[pyo3(from_py_with = max_readers_arg)] max_readers: u32,
 ) -> PyResult<u64> {
-    framebus::ring::layout::Geometry::new(slots, max_readers, frame_bytes, meta_capacity)
-        .map(|g| g.total_bytes)
-        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("a stream of {slots} slots of {frame_bytes} bytes is larger than 2**64 bytes")))
+    framebus::ring::layout::Geometry::new(slots, max_readers, frame_bytes, meta_capacity).map(|g| g.total_bytes).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("a stream of {slots} slots of {frame_bytes} bytes is larger than 2**64 bytes"))
+    })
 }
 
 /// `fn $name(value) -> PyResult<$ty>`: an int argument `$what`, out of range a ValueError

@@ -16,8 +16,8 @@ use pyo3::prelude::*;
 use pyo3::pyclass_init::PyClassInitializer;
 
 use crate::array::FrameSpec;
-use crate::frame_arrays::Parts;
 use crate::errors::{CoreError, ErrorKind};
+use crate::frame_arrays::Parts;
 use crate::header::{PyArrayHeader, PySlotHeader};
 
 type Guard = WriteGuard<Arc<framebus::Stream>>;
@@ -86,7 +86,17 @@ impl PyLoan {
     /// Wraps a claimed slot. Allocates nothing but the Python object (and a copy of `meta`).
     pub fn new(name: &Arc<str>, spec: FrameSpec, guard: Guard, values: LoanValues) -> PyLoan {
         let seq = values.seq.unwrap_or(guard.seq());
-        PyLoan { payload: guard.payload_ptr(), seq, open: Mutex::new(Some(guard)), exported: Mutex::new(None), spec, name: Arc::clone(name), values, parts: None, generation: framebus::process::fork_generation() }
+        PyLoan {
+            payload: guard.payload_ptr(),
+            seq,
+            open: Mutex::new(Some(guard)),
+            exported: Mutex::new(None),
+            spec,
+            name: Arc::clone(name),
+            values,
+            parts: None,
+            generation: framebus::process::fork_generation(),
+        }
     }
 
     /// Lays the loan out as `parts` (a variable-shape frame whose table the slot holds).
@@ -135,7 +145,10 @@ impl PyLoan {
 
     fn finished(&self, py: Python<'_>) -> PyErr {
         match ErrorKind::StreamClosed.class(py) {
-            Ok(cls) => PyErr::from_type(cls, (format!("the loan of frame {} on stream {:?} was already committed or discarded", self.seq, self.name),)),
+            Ok(cls) => PyErr::from_type(
+                cls,
+                (format!("the loan of frame {} on stream {:?} was already committed or discarded", self.seq, self.name),),
+            ),
             Err(e) => e,
         }
     }
@@ -227,7 +240,10 @@ impl PyLoan {
                 return d.values().get_item(0);
             }
             let cls = ErrorKind::InvalidArgument.class(py)?;
-            return Err(PyErr::from_type(cls, (format!("the loan of frame {} on stream {:?} holds several named arrays; use loan.arrays[name]", self.seq, self.name),)));
+            return Err(PyErr::from_type(
+                cls,
+                (format!("the loan of frame {} on stream {:?} holds several named arrays; use loan.arrays[name]", self.seq, self.name),),
+            ));
         }
         Ok(value)
     }
@@ -264,7 +280,13 @@ impl PyLoan {
     }
 
     #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
-    fn __exit__(&self, py: Python<'_>, exc_type: Option<&Bound<'_, PyAny>>, _exc: Option<&Bound<'_, PyAny>>, _tb: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         if exc_type.is_some_and(|t| !t.is_none()) {
             self.abort(py)?;
         } else {

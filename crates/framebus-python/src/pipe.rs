@@ -17,9 +17,9 @@ use pyo3::{ffi, intern};
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 
+use crate::args::deadline;
 use crate::array::data_ptr;
 use crate::errors::{ErrorKind, PipeFailure, SignalCheck};
-use crate::args::deadline;
 
 /// The memory of a queued job and what keeps it alive until the job is finished: a buffer
 /// export (the Py_buffer, whose `obj` is a strong reference to the exporter) or, for a
@@ -106,9 +106,7 @@ impl Held {
                  pass numpy.ascontiguousarray(data) (a copy) or a contiguous buffer"
             )
         } else {
-            format!(
-                "pipe() needs a buffer (bytes, bytearray, memoryview, a NumPy array, mmap, a moderngl.Buffer), got {tname}"
-            )
+            format!("pipe() needs a buffer (bytes, bytearray, memoryview, a NumPy array, mmap, a moderngl.Buffer), got {tname}")
         };
         let e = PyTypeError::new_err(msg);
         e.set_cause(py, Some(err));
@@ -281,7 +279,11 @@ fn writers_of(fd: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<std::sync::Arc<Writ
 /// to any descriptor, still covers that memory (errors are left for the next call on the fd).
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
-pub fn sync(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::args::seconds)] timeout: Option<f64>) -> PyResult<()> {
+pub fn sync(
+    py: Python<'_>,
+    fd: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = crate::args::seconds)] timeout: Option<f64>,
+) -> PyResult<()> {
     if let Some(data) = fd.filter(|f| is_buffer_not_fd(f)) {
         return sync_memory(py, data, timeout);
     }
@@ -324,7 +326,11 @@ fn sync_memory(py: Python<'_>, data: &Bound<'_, PyAny>, timeout: Option<f64>) ->
 /// close the descriptor itself. A later pipe() to it starts a new writer.
 #[pyfunction]
 #[pyo3(signature = (fd = None, timeout = None))]
-pub fn close(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = crate::args::seconds)] timeout: Option<f64>) -> PyResult<()> {
+pub fn close(
+    py: Python<'_>,
+    fd: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = crate::args::seconds)] timeout: Option<f64>,
+) -> PyResult<()> {
     finish_each(py, fd, timeout, true)
 }
 
@@ -365,7 +371,12 @@ fn finish_each(py: Python<'_>, fd: Option<&Bound<'_, PyAny>>, timeout: Option<f6
 /// grows them to /proc/sys/fs/pipe-max-size).
 #[pyfunction]
 #[pyo3(signature = (*, queue = None, vmsplice = None, pipe_size = -1))]
-pub fn configure<'py>(py: Python<'py>, #[pyo3(from_py_with = queue_arg)] queue: Option<usize>, vmsplice: Option<bool>, #[pyo3(from_py_with = pipe_size_arg)] pipe_size: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
+pub fn configure<'py>(
+    py: Python<'py>,
+    #[pyo3(from_py_with = queue_arg)] queue: Option<usize>,
+    vmsplice: Option<bool>,
+    #[pyo3(from_py_with = pipe_size_arg)] pipe_size: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
     let mut o = registry().options();
     if let Some(q) = queue {
         o.queue = q;

@@ -117,7 +117,8 @@ impl PyStream {
             Handle::Device(_) => None,
         })? {
             Some(s) => Ok(s),
-            None => Err(ErrorKind::InvalidArgument.err(py, (format!("stream {:?} keeps its frames in GPU memory: use the DeviceStream's own methods", self.name),))),
+            None => Err(ErrorKind::InvalidArgument
+                .err(py, (format!("stream {:?} keeps its frames in GPU memory: use the DeviceStream's own methods", self.name),))),
         }
     }
 
@@ -169,7 +170,10 @@ impl PyStream {
         }
         Err(PyErr::from_type(
             ErrorKind::InvalidArgument.class(py)?,
-            (format!("stream {:?} has a fixed frame shape; {what} need a variable-shape stream (framebus.create(name, capacity=...))", self.name),),
+            (format!(
+                "stream {:?} has a fixed frame shape; {what} need a variable-shape stream (framebus.create(name, capacity=...))",
+                self.name
+            ),),
         ))
     }
 
@@ -188,7 +192,14 @@ impl PyStream {
 
     /// Copies the newest frame (or the next new one, `new`), into `out` when given, with its
     /// record when `with_info`: the one read of both layouts.
-    fn read_frame<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+    fn read_frame<'py>(
+        &self,
+        py: Python<'py>,
+        new: bool,
+        out: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+        with_info: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         match &self.layout {
             Layout::Fixed => self.read_fixed(py, new, out, timeout, with_info).map(|(a, i)| (a.into_any(), i)),
             Layout::Variable(v) => self.read_variable(py, v, new, out, timeout, with_info),
@@ -313,7 +324,11 @@ impl PyOpened {
             let what = if self.device { "a device stream's handle goes to DeviceStream" } else { "a host stream's handle goes to Stream" };
             return Err(ErrorKind::InvalidArgument.err(py, (format!("_opened: {what}"),)));
         }
-        self.handle.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(|| ErrorKind::InvalidArgument.err(py, ("_opened: this handle was already adopted".to_owned(),)))
+        self.handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| ErrorKind::InvalidArgument.err(py, ("_opened: this handle was already adopted".to_owned(),)))
     }
 }
 
@@ -379,12 +394,16 @@ impl PyStream {
         let stream = match _opened {
             Some(opened) => opened.get().take(py, false)?,
             None if create => {
-                let (spec, options) = create_args(py, CreateArgs { dtype, itemsize, shape, slots, meta_capacity, max_readers, permissions, exist_ok, variable, device: None })?;
+                let (spec, options) = create_args(
+                    py,
+                    CreateArgs { dtype, itemsize, shape, slots, meta_capacity, max_readers, permissions, exist_ok, variable, device: None },
+                )?;
                 Arc::new(py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?)
             }
             None => {
                 let mode = reader_mode(py, mode)?;
-                let opened = Arc::new(py.detach(|| framebus::Stream::open_with(name, mode, framebus::ring::DeviceAccess::Auto)).map_err(CoreError)?);
+                let opened =
+                    Arc::new(py.detach(|| framebus::Stream::open_with(name, mode, framebus::ring::DeviceAccess::Auto)).map_err(CoreError)?);
                 if opened.device_ordinal().is_some() {
                     return Err(ErrorKind::InvalidArgument.err(py, (format!("stream {name:?} keeps its frames in GPU memory: open it with framebus.open({name:?}), which gives a DeviceStream"),)));
                 }
@@ -558,7 +577,17 @@ impl PyStream {
     /// given (it must be above the newest frame's).
     #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, codec = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write(&self, py: Python<'_>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, codec: Option<&str>) -> PyResult<()> {
+    fn write(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>,
+        meta: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        timestamp_ns: Option<&Bound<'_, PyAny>>,
+        seq: Option<&Bound<'_, PyAny>>,
+        codec: Option<&str>,
+    ) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.host(py)?;
         let meta = meta_of(py, meta)?;
@@ -577,7 +606,16 @@ impl PyStream {
     /// capacity first (InvalidArgumentError naming the problem; nothing written). One copy.
     #[pyo3(signature = (data, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None))]
     #[allow(clippy::too_many_arguments)]
-    fn _write_raw(&self, py: Python<'_>, data: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn _write_raw(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>,
+        meta: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        timestamp_ns: Option<&Bound<'_, PyAny>>,
+        seq: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
         let s = self.host(py)?;
         let buf = PyBuffer::<u8>::get(data)?;
@@ -622,7 +660,12 @@ impl PyStream {
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
     #[pyo3(signature = (*, timeout = None, out = None))]
-    fn read_new<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn read_new<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         Ok(self.read_frame(py, true, out, timeout, false)?.0)
     }
 
@@ -635,7 +678,12 @@ impl PyStream {
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
     #[pyo3(signature = (*, timeout = None, out = None))]
-    fn _read_new_info<'py>(&self, py: Python<'py>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+    fn _read_new_info<'py>(
+        &self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        out: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let (arr, info) = self.read_frame(py, true, out, timeout, true)?;
         info_tuple(py, arr, info)
     }
@@ -725,7 +773,9 @@ impl PyStream {
             other => {
                 return Err(PyErr::from_type(
                     ErrorKind::InvalidArgument.class(py)?,
-                    (format!("role must be one of 'handle', 'bridge out', 'bridge in', 'record', 'play', 'monitor', 'writer', got {other:?}"),),
+                    (format!(
+                        "role must be one of 'handle', 'bridge out', 'bridge in', 'record', 'play', 'monitor', 'writer', got {other:?}"
+                    ),),
                 ))
             }
         };
@@ -761,7 +811,12 @@ impl PyStream {
 
     /// Waits until a frame newer than `after` exists; returns the newest sequence.
     #[pyo3(signature = (after, *, timeout = None))]
-    fn wait_after(&self, py: Python<'_>, #[pyo3(from_py_with = after_arg)] after: u64, #[pyo3(from_py_with = seconds)] timeout: Option<f64>) -> PyResult<u64> {
+    fn wait_after(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = after_arg)] after: u64,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+    ) -> PyResult<u64> {
         let s = self.handle(py)?;
         let deadline = deadline(py, timeout)?;
         self.blocking(py, deadline, false, |d, check| s.wait_for(after, d, check))

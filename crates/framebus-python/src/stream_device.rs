@@ -58,7 +58,14 @@ struct Place(u64, bool);
 
 impl PyStream {
     /// What `value` is, checked against the stream's shape and dtype (here) and device (the core).
-    fn device_input<'py>(&self, py: Python<'py>, ds: &DeviceStream, value: &Bound<'py, PyAny>, stream: Option<u64>, what: &str) -> PyResult<Input<'py>> {
+    fn device_input<'py>(
+        &self,
+        py: Python<'py>,
+        ds: &DeviceStream,
+        value: &Bound<'py, PyAny>,
+        stream: Option<u64>,
+        what: &str,
+    ) -> PyResult<Input<'py>> {
         let array = match dlpack::from_cuda_array_interface(value)? {
             Some(a) => Some(a),
             None if value.cast::<numpy::PyUntypedArray>().is_err() => dlpack::from_dlpack(value, stream)?.filter(|a| a.device.is_some()),
@@ -75,7 +82,8 @@ impl PyStream {
             ),)));
         }
         if !a.contiguous {
-            return Err(ErrorKind::InvalidArgument.err(py, (format!("{what} is not C-contiguous; pass a contiguous copy (tensor.contiguous(), cupy.ascontiguousarray)"),)));
+            return Err(ErrorKind::InvalidArgument
+                .err(py, (format!("{what} is not C-contiguous; pass a contiguous copy (tensor.contiguous(), cupy.ascontiguousarray)"),)));
         }
         py.detach(|| ds.check_device_memory(a.ptr, what)).map_err(CoreError)?;
         a.device = Some(ds.device());
@@ -83,7 +91,15 @@ impl PyStream {
     }
 
     /// Writes `value` into a device stream on `stream` (see the module documentation).
-    fn write_device(&self, py: Python<'_>, ds: &DeviceStream, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, stream: Option<u64>, deadline: Deadline) -> PyResult<()> {
+    fn write_device(
+        &self,
+        py: Python<'_>,
+        ds: &DeviceStream,
+        value: &Bound<'_, PyAny>,
+        info: &FrameInfo<'_>,
+        stream: Option<u64>,
+        deadline: Deadline,
+    ) -> PyResult<()> {
         let input = self.device_input(py, ds, value, stream, "the value")?;
         let (source, cuda_stream) = match &input {
             Input::Device(a) => (Place(a.ptr, true), stream.or(a.stream).unwrap_or(0)),
@@ -100,7 +116,15 @@ impl PyStream {
 
     /// A copy of the newest (or next new) frame into `out` (a device array of the stream's
     /// device, or a NumPy array: downloaded) or a new DeviceArray.
-    fn read_device<'py>(&self, py: Python<'py>, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool, stream: Option<u64>) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+    fn read_device<'py>(
+        &self,
+        py: Python<'py>,
+        new: bool,
+        out: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+        with_info: bool,
+        stream: Option<u64>,
+    ) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         let ds = self.device_handle(py)?;
         let s = ds.ring();
         let deadline = deadline(py, timeout)?;
@@ -184,7 +208,21 @@ impl PyDeviceStream {
             Some(opened) => DeviceStream::from_ring(opened.get().take(py, true)?).map_err(CoreError)?,
             None if create => {
                 let device = Some(framebus::ring::DeviceSpec { ordinal: device, cpu_mirror });
-                let (spec, options) = create_args(py, CreateArgs { dtype, itemsize, shape, slots, meta_capacity, max_readers, permissions, exist_ok, variable: false, device })?;
+                let (spec, options) = create_args(
+                    py,
+                    CreateArgs {
+                        dtype,
+                        itemsize,
+                        shape,
+                        slots,
+                        meta_capacity,
+                        max_readers,
+                        permissions,
+                        exist_ok,
+                        variable: false,
+                        device,
+                    },
+                )?;
                 py.detach(|| DeviceStream::create(name, &spec, &options)).map_err(CoreError)?
             }
             None => {
@@ -206,7 +244,16 @@ impl PyDeviceStream {
     /// Copies `value` into the next slot on the CUDA `stream` and publishes it (see the stub).
     #[pyo3(signature = (value, *, frame_id = None, meta = None, timeout = None, timestamp_ns = None, seq = None, stream = None))]
     #[allow(clippy::too_many_arguments)]
-    fn write(slf: &Bound<'_, Self>, value: &Bound<'_, PyAny>, #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>, meta: Option<&Bound<'_, PyAny>>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, timestamp_ns: Option<&Bound<'_, PyAny>>, seq: Option<&Bound<'_, PyAny>>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn write(
+        slf: &Bound<'_, Self>,
+        value: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = frame_id_arg)] frame_id: Option<i64>,
+        meta: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        timestamp_ns: Option<&Bound<'_, PyAny>>,
+        seq: Option<&Bound<'_, PyAny>>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let (py, this) = (slf.py(), base(slf));
         let stream = stream_arg(stream)?;
         let (timestamp_ns, seq) = (unsigned(py, "timestamp_ns", timestamp_ns)?, unsigned(py, "seq", seq)?);
@@ -230,7 +277,11 @@ impl PyDeviceStream {
 
     /// Copy of the newest frame (never waits).
     #[pyo3(signature = (*, out = None, stream = None))]
-    fn read<'py>(slf: &Bound<'py, Self>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn read<'py>(
+        slf: &Bound<'py, Self>,
+        out: Option<&Bound<'py, PyAny>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         Ok(base(slf).read_device(slf.py(), false, out, None, false, stream_arg(stream)?)?.0)
     }
 
@@ -242,20 +293,34 @@ impl PyDeviceStream {
 
     /// Waits for a frame newer than the last one this handle saw and returns a copy.
     #[pyo3(signature = (*, timeout = None, out = None, stream = None))]
-    fn read_new<'py>(slf: &Bound<'py, Self>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn read_new<'py>(
+        slf: &Bound<'py, Self>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        out: Option<&Bound<'py, PyAny>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         Ok(base(slf).read_device(slf.py(), true, out, timeout, false, stream_arg(stream)?)?.0)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the newest frame, read together.
     #[pyo3(signature = (*, out = None, stream = None))]
-    fn _read_info<'py>(slf: &Bound<'py, Self>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+    fn _read_info<'py>(
+        slf: &Bound<'py, Self>,
+        out: Option<&Bound<'py, PyAny>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let (arr, info) = base(slf).read_device(slf.py(), false, out, None, true, stream_arg(stream)?)?;
         info_tuple(slf.py(), arr, info)
     }
 
     /// (array, seq, timestamp_ns, frame_id, meta) of the next new frame.
     #[pyo3(signature = (*, timeout = None, out = None, stream = None))]
-    fn _read_new_info<'py>(slf: &Bound<'py, Self>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, out: Option<&Bound<'py, PyAny>>, stream: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+    fn _read_new_info<'py>(
+        slf: &Bound<'py, Self>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        out: Option<&Bound<'py, PyAny>>,
+        stream: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let (arr, info) = base(slf).read_device(slf.py(), true, out, timeout, true, stream_arg(stream)?)?;
         info_tuple(slf.py(), arr, info)
     }
@@ -263,7 +328,11 @@ impl PyDeviceStream {
     /// Zero-copy DeviceFrame of the newest frame (waits for the first frame of an empty stream,
     /// up to `timeout`).
     #[pyo3(signature = (timeout = None, *, stream = None))]
-    fn view(slf: &Bound<'_, Self>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    fn view(
+        slf: &Bound<'_, Self>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let (py, this) = (slf.py(), base(slf));
         let stream = stream_arg(stream)?;
         let ds = this.device_handle(py)?;
@@ -274,7 +343,11 @@ impl PyDeviceStream {
 
     /// Zero-copy DeviceFrame of the next frame this handle has not seen.
     #[pyo3(signature = (timeout = None, *, stream = None))]
-    fn wait_view(slf: &Bound<'_, Self>, #[pyo3(from_py_with = seconds)] timeout: Option<f64>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+    fn wait_view(
+        slf: &Bound<'_, Self>,
+        #[pyo3(from_py_with = seconds)] timeout: Option<f64>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let (py, this) = (slf.py(), base(slf));
         let stream = stream_arg(stream)?;
         let ds = this.device_handle(py)?;

@@ -9,8 +9,8 @@ use framebus::{Deadline, FrameInfo};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray};
 use pyo3::prelude::*;
 
-use crate::array::{data_ptr, DataPtr};
 use crate::args::deadline;
+use crate::array::{data_ptr, DataPtr};
 use crate::errors::{CoreError, ErrorKind};
 use crate::frame_arrays::LoanArgs;
 use crate::loan::{LoanValues, PyLoan};
@@ -20,7 +20,15 @@ impl PyStream {
     /// Copies `value` (an array of the stream's shape; dtypes convert as `_convert` documents)
     /// into the next slot. The core's write checks the frame (size, metadata, sequence number)
     /// before it claims a slot: nothing is checked twice here.
-    pub(crate) fn write_fixed(&self, py: Python<'_>, s: &Arc<framebus::Stream>, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, codec: Option<&str>, deadline: Deadline) -> PyResult<()> {
+    pub(crate) fn write_fixed(
+        &self,
+        py: Python<'_>,
+        s: &Arc<framebus::Stream>,
+        value: &Bound<'_, PyAny>,
+        info: &FrameInfo<'_>,
+        codec: Option<&str>,
+        deadline: Deadline,
+    ) -> PyResult<()> {
         self.refuse_layout(py, codec.is_some(), "codec=")?;
         let src = self.spec.source(py, &self.name, value)?;
         let len = self.spec.frame_bytes;
@@ -83,15 +91,30 @@ impl PyStream {
     /// The next free slot as a writable array of the stream's shape and dtype; `shape=`/`dtype=`,
     /// when given, must be the stream's, and per-frame layouts (`nbytes=`, `arrays=`, `codec=`)
     /// are refused.
-    pub(crate) fn loan_fixed(&self, py: Python<'_>, s: &Arc<framebus::Stream>, (shape, dtype, nbytes, arrays): LoanArgs<'_, '_>, codec: Option<&str>, values: LoanValues, deadline: Deadline) -> PyResult<Py<PyLoan>> {
+    pub(crate) fn loan_fixed(
+        &self,
+        py: Python<'_>,
+        s: &Arc<framebus::Stream>,
+        (shape, dtype, nbytes, arrays): LoanArgs<'_, '_>,
+        codec: Option<&str>,
+        values: LoanValues,
+        deadline: Deadline,
+    ) -> PyResult<Py<PyLoan>> {
         self.refuse_layout(py, nbytes.is_some() || arrays.is_some() || codec.is_some(), "nbytes=, arrays= and codec=")?;
         if shape.is_some() || dtype.is_some() {
-            let shape_ok = shape.is_none_or(|sh| crate::args::small_shape(sh).is_some_and(|(d, n)| d[..n].iter().map(|&x| x as usize).eq(self.spec.shape.iter().copied())));
+            let shape_ok = shape.is_none_or(|sh| {
+                crate::args::small_shape(sh).is_some_and(|(d, n)| d[..n].iter().map(|&x| x as usize).eq(self.spec.shape.iter().copied()))
+            });
             let dtype_ok = dtype.is_none_or(|dt| PyArrayDescr::new(py, dt).is_ok_and(|d| d.is_equiv_to(self.spec.dtype.bind(py))));
             if !shape_ok || !dtype_ok {
                 return Err(PyErr::from_type(
                     ErrorKind::InvalidArgument.class(py)?,
-                    (format!("stream {:?} has a fixed frame shape {:?} and dtype {}; loan(shape=, dtype=) must match them or be left out", self.name, self.spec.shape, self.spec.dtype.bind(py)),),
+                    (format!(
+                        "stream {:?} has a fixed frame shape {:?} and dtype {}; loan(shape=, dtype=) must match them or be left out",
+                        self.name,
+                        self.spec.shape,
+                        self.spec.dtype.bind(py)
+                    ),),
                 ));
             }
         }

@@ -29,7 +29,14 @@ impl PyStream {
     /// one when the layout is the same (no planning), else planned and remembered. None when
     /// the dtype is not a plain number type or there are too many dimensions (the slow path
     /// then says what is wrong).
-    fn single_table(&self, s: &framebus::Stream, cache: &frame_arrays::LayoutCache, descr: &Bound<'_, PyArrayDescr>, shape: &[u64], bytes: bool) -> PyResult<Option<Arc<FrameTable>>> {
+    fn single_table(
+        &self,
+        s: &framebus::Stream,
+        cache: &frame_arrays::LayoutCache,
+        descr: &Bound<'_, PyArrayDescr>,
+        shape: &[u64],
+        bytes: bool,
+    ) -> PyResult<Option<Arc<FrameTable>>> {
         if let Some((table, _)) = cache.get(descr, shape, bytes) {
             return Ok(Some(table));
         }
@@ -45,7 +52,16 @@ impl PyStream {
     /// Copies `value` (an array, a dict of arrays, or a byte payload) into the next slot with
     /// its own table. Everything is checked before a slot is claimed.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn write_variable(&self, py: Python<'_>, v: &VariableCaches, s: &Arc<framebus::Stream>, value: &Bound<'_, PyAny>, info: &FrameInfo<'_>, codec: Option<&str>, deadline: Deadline) -> PyResult<()> {
+    pub(crate) fn write_variable(
+        &self,
+        py: Python<'_>,
+        v: &VariableCaches,
+        s: &Arc<framebus::Stream>,
+        value: &Bound<'_, PyAny>,
+        info: &FrameInfo<'_>,
+        codec: Option<&str>,
+        deadline: Deadline,
+    ) -> PyResult<()> {
         if let (Ok(arr), None) = (value.cast::<PyUntypedArray>(), codec) {
             // One C-contiguous array of the layout written last time: no planning, no allocation.
             let dims = arr.shape();
@@ -97,7 +113,15 @@ impl PyStream {
 
     /// Copies the newest frame (or the next new one): the array, the dict of arrays, or bytes,
     /// into `out` when given. Before the first frame, `read` raises StreamEmptyError.
-    pub(crate) fn read_variable<'py>(&self, py: Python<'py>, v: &VariableCaches, new: bool, out: Option<&Bound<'py, PyAny>>, timeout: Option<f64>, with_info: bool) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
+    pub(crate) fn read_variable<'py>(
+        &self,
+        py: Python<'py>,
+        v: &VariableCaches,
+        new: bool,
+        out: Option<&Bound<'py, PyAny>>,
+        timeout: Option<f64>,
+        with_info: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Option<FrameRecord>)> {
         let s = self.host(py)?;
         let deadline = crate::args::deadline(py, timeout)?;
         let pinned = if new {
@@ -113,7 +137,13 @@ impl PyStream {
     }
 
     /// A view of a pinned frame of this stream.
-    pub(crate) fn frame_view_variable(&self, py: Python<'_>, v: &VariableCaches, s: &framebus::Stream, pinned: Pinned) -> PyResult<PyClassInitializer<PyFrame>> {
+    pub(crate) fn frame_view_variable(
+        &self,
+        py: Python<'_>,
+        v: &VariableCaches,
+        s: &framebus::Stream,
+        pinned: Pinned,
+    ) -> PyResult<PyClassInitializer<PyFrame>> {
         let parts = self.parts_of(py, v, s, &pinned)?;
         Ok(PyFrame::with_parts(py, &self.name, parts, pinned))
     }

@@ -114,7 +114,12 @@ pub enum Error {
     /// memory of no stream (a device buffer). `source` says which call, the driver's code and
     /// name: the bindings hand them on as values, never only as text.
     #[error("{}{op}: {source}", stream_prefix(name))]
-    Device { name: Option<String>, op: &'static str, #[source] source: crate::gpu::door::DoorError },
+    Device {
+        name: Option<String>,
+        op: &'static str,
+        #[source]
+        source: crate::gpu::door::DoorError,
+    },
 
     /// A device stream (or device memory) cannot be made or reached in this process: no GPU
     /// door (no CUDA driver, a door not built, a setting not understood: then `door` is its
@@ -136,7 +141,13 @@ pub enum Error {
 
     /// Any other system call failure.
     #[error("{op} failed for stream {name:?} ({path}): {source}")]
-    Io { op: &'static str, name: String, path: String, #[source] source: io::Error },
+    Io {
+        op: &'static str,
+        name: String,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
 }
 
 fn stream_prefix(name: &Option<String>) -> String {

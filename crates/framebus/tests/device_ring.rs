@@ -239,7 +239,7 @@ fn a_waiting_reader_learns_that_the_owner_died_whatever_its_deadline() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(200)); // both are waiting (not asserted)
-    // SAFETY: kills our own child.
+                                                    // SAFETY: kills our own child.
     assert_eq!(unsafe { libc::kill(owner, libc::SIGKILL) }, 0);
     wait(owner);
     for rx in waits {

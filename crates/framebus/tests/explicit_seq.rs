@@ -24,25 +24,12 @@ fn stream(tag: &str, slots: u32) -> (Name, Stream) {
 }
 
 fn write(s: &Stream, byte: u8, seq: Option<u64>) -> Result<u64, Error> {
-    let info = FrameInfo {
-        seq,
-        ..FrameInfo::default()
-    };
-    s.write(
-        &[byte; 16],
-        &info,
-        Deadline::after(Some(Duration::from_secs(1))),
-        &mut || true,
-    )
+    let info = FrameInfo { seq, ..FrameInfo::default() };
+    s.write(&[byte; 16], &info, Deadline::after(Some(Duration::from_secs(1))), &mut || true)
 }
 
 fn read_new(s: &Stream) -> (u64, u8) {
-    s.read_new(
-        Deadline::after(Some(Duration::from_secs(1))),
-        &mut || true,
-        |f| (f.seq, f.payload[0]),
-    )
-    .unwrap()
+    s.read_new(Deadline::after(Some(Duration::from_secs(1))), &mut || true, |f| (f.seq, f.payload[0])).unwrap()
 }
 
 #[test]
@@ -50,27 +37,17 @@ fn explicit_numbers_are_kept_and_must_increase() {
     let (_name, s) = stream("inc", 4);
     assert_eq!(write(&s, 1, Some(10)).unwrap(), 10);
     assert_eq!(s.latest_seq(), 10);
-    assert_eq!(
-        write(&s, 2, None).unwrap(),
-        11,
-        "no number given: the next one"
-    );
+    assert_eq!(write(&s, 2, None).unwrap(), 11, "no number given: the next one");
     for bad in [5, 11, 0, framebus::MAX_SEQ + 1] {
         match write(&s, 9, Some(bad)) {
-            Err(Error::InvalidArgument(msg)) => assert!(
-                msg.contains("must increase") || msg.contains("largest"),
-                "{msg}"
-            ),
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("must increase") || msg.contains("largest"), "{msg}"),
             other => panic!("seq {bad}: expected InvalidArgument, got {other:?}"),
         }
     }
     assert_eq!(s.latest_seq(), 11, "a refused number writes nothing");
     let r = s.read_latest(|f| (f.seq, f.payload[0])).unwrap();
     assert_eq!(r, (11, 2));
-    assert_eq!(
-        write(&s, 3, Some(framebus::MAX_SEQ)).unwrap(),
-        framebus::MAX_SEQ
-    );
+    assert_eq!(write(&s, 3, Some(framebus::MAX_SEQ)).unwrap(), framebus::MAX_SEQ);
 }
 
 #[test]
@@ -78,12 +55,7 @@ fn a_refused_number_at_commit_discards_the_claimed_slot() {
     let (name, s) = stream("commit", 4);
     write(&s, 1, Some(7)).unwrap();
     let guard = s.begin_write(Deadline::never(), &mut || true).unwrap();
-    let err = guard
-        .commit(&FrameInfo {
-            seq: Some(7),
-            ..FrameInfo::default()
-        })
-        .unwrap_err();
+    let err = guard.commit(&FrameInfo { seq: Some(7), ..FrameInfo::default() }).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
     assert!(!s.lock_held(), "the write lock is released");
     let other = Stream::open(&name.0, ReaderMode::Latest).unwrap();
@@ -102,11 +74,7 @@ fn a_lossless_reader_follows_gaps_in_order() {
     assert_eq!(read_new(&r), (3, 1));
     assert_eq!(read_new(&r), (4, 2));
     assert_eq!(read_new(&r), (9, 3));
-    assert_eq!(
-        r.missed().1,
-        2 + 4,
-        "numbers skipped by the writer count as missed"
-    );
+    assert_eq!(r.missed().1, 2 + 4, "numbers skipped by the writer count as missed");
     // The writer keeps going past the ring's size; the reader loses nothing.
     let reader = std::thread::spawn({
         let r = Arc::clone(&r);

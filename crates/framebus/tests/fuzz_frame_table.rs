@@ -70,8 +70,21 @@ enum Damage {
 
 fn interesting() -> impl Strategy<Value = u64> {
     prop_oneof![
-        Just(0u64), Just(1), Just(31), Just(32), Just(63), Just(64), Just(TABLE_BYTES), Just(TABLE_BYTES + 64), Just(SLOT),
-        Just(SLOT + 1), Just(u64::from(u32::MAX)), Just(u64::MAX), Just(u64::MAX / 2), Just(1 << 32), any::<u64>()
+        Just(0u64),
+        Just(1),
+        Just(31),
+        Just(32),
+        Just(63),
+        Just(64),
+        Just(TABLE_BYTES),
+        Just(TABLE_BYTES + 64),
+        Just(SLOT),
+        Just(SLOT + 1),
+        Just(u64::from(u32::MAX)),
+        Just(u64::MAX),
+        Just(u64::MAX / 2),
+        Just(1 << 32),
+        any::<u64>()
     ]
 }
 
@@ -79,7 +92,11 @@ fn damage_strategy() -> impl Strategy<Value = Damage> {
     // Fields sit at multiples of 4 (u32) and 8 (u64) in the header and entries.
     prop_oneof![
         (0usize..1024, any::<u8>()).prop_map(|(at, value)| Damage::Byte { at, value }),
-        (0usize..128, prop_oneof![Just(4usize), Just(8)], interesting()).prop_map(|(i, width, value)| Damage::Field { at: i * 8, width, value }),
+        (0usize..128, prop_oneof![Just(4usize), Just(8)], interesting()).prop_map(|(i, width, value)| Damage::Field {
+            at: i * 8,
+            width,
+            value
+        }),
     ]
 }
 

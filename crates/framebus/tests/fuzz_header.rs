@@ -200,8 +200,20 @@ fn exercise(name: &str, frame_bytes: usize) -> Vec<String> {
                 note("wait_pinned", s.wait_pinned(Deadline::immediate(), &mut || true).map(|p| p.frame().seq.to_string()));
                 note("ro_payloads", s.read_only_payloads().map(|_| "mapped".into()));
                 let data = vec![0x5au8; geometry_bytes.min(1 << 24)];
-                note("write", s.write(&data, &FrameInfo { frame_id: Some(1), ..FrameInfo::default() }, Deadline::after(Some(Duration::from_millis(20))), &mut || true).map(|q| q.to_string()));
-                note("write_wrong_size", s.write(&vec![0u8; frame_bytes + 1], &FrameInfo::default(), Deadline::immediate(), &mut || true).map(|q| q.to_string()));
+                note(
+                    "write",
+                    s.write(
+                        &data,
+                        &FrameInfo { frame_id: Some(1), ..FrameInfo::default() },
+                        Deadline::after(Some(Duration::from_millis(20))),
+                        &mut || true,
+                    )
+                    .map(|q| q.to_string()),
+                );
+                note(
+                    "write_wrong_size",
+                    s.write(&vec![0u8; frame_bytes + 1], &FrameInfo::default(), Deadline::immediate(), &mut || true).map(|q| q.to_string()),
+                );
                 note("reap", Ok(s.reap_dead_readers().to_string()));
                 note("ownercount", Ok(s.ownercount().to_string()));
                 note("acquire", s.acquire(Deadline::after(Some(Duration::from_millis(20))), &mut || true).map(|a| format!("{a:?}")));
@@ -218,7 +230,9 @@ fn exercise_bounded(name: &str, frame_bytes: usize) -> Result<Vec<String>, TestC
     let owned = name.to_owned();
     std::thread::spawn(move || {
         let r = std::panic::catch_unwind(|| exercise(&owned, frame_bytes));
-        let _ = tx.send(r.map_err(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()));
+        let _ = tx.send(r.map_err(|p| {
+            p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        }));
     });
     match rx.recv_timeout(Duration::from_secs(20)) {
         Ok(Ok(outcomes)) => Ok(outcomes),
@@ -233,7 +247,13 @@ fn fresh(spec: &StreamSpec, frames: u8) -> Named {
     let bytes = spec.frame_bytes().unwrap() as usize;
     for i in 0..frames {
         let meta: &[u8] = if spec.meta_capacity > 0 { b"m" } else { b"" };
-        s.write(&vec![i; bytes], &FrameInfo { frame_id: Some(i64::from(i)), meta, timestamp_ns: None, seq: None }, Deadline::never(), &mut || true).unwrap();
+        s.write(
+            &vec![i; bytes],
+            &FrameInfo { frame_id: Some(i64::from(i)), meta, timestamp_ns: None, seq: None },
+            Deadline::never(),
+            &mut || true,
+        )
+        .unwrap();
     }
     named
 }

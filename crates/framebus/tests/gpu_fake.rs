@@ -423,7 +423,10 @@ fn door_for_picks_a_side_by_name() {
     let err = framebus::gpu::door_for(Some("gpu")).err().expect("an unknown value");
     // Said as a setting not understood, with what it accepts; not as a CUDA error code.
     let text = err.to_string();
-    assert!(text.starts_with("FRAMEBUS_CUDA=\"gpu\" is not understood") && text.contains("\"cuda\"") && text.contains("\"fake\""), "{text}");
+    assert!(
+        text.starts_with("FRAMEBUS_CUDA=\"gpu\" is not understood") && text.contains("\"cuda\"") && text.contains("\"fake\""),
+        "{text}"
+    );
     assert!(!text.contains("CUDA_ERROR") && !text.contains("failed with"), "{text}");
     assert_eq!(err.name, framebus::gpu::door::BAD_SETTING.1);
     // Empty is unset: the driver side (here, without a driver, its clean error).

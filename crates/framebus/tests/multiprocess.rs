@@ -34,7 +34,8 @@ fn patterns() -> &'static [(Vec<u8>, [u8; 8])] {
     P.get_or_init(|| {
         (0..PATTERNS)
             .map(|p| {
-                let bytes: Vec<u8> = (0..WORDS as u32).flat_map(|i| (i ^ (p as u32 + 1).wrapping_mul(2_654_435_761)).to_le_bytes()).collect();
+                let bytes: Vec<u8> =
+                    (0..WORDS as u32).flat_map(|i| (i ^ (p as u32 + 1).wrapping_mul(2_654_435_761)).to_le_bytes()).collect();
                 let sum = fnv(&bytes).to_le_bytes();
                 (bytes, sum)
             })

@@ -32,7 +32,13 @@ fn long() -> Deadline {
 }
 
 fn write(s: &Stream, byte: u8) -> u64 {
-    s.write(&vec![byte; framebus::REWRITE_MIN as usize], &FrameInfo { frame_id: Some(byte as i64), ..FrameInfo::default() }, long(), &mut || true).unwrap()
+    s.write(
+        &vec![byte; framebus::REWRITE_MIN as usize],
+        &FrameInfo { frame_id: Some(byte as i64), ..FrameInfo::default() },
+        long(),
+        &mut || true,
+    )
+    .unwrap()
 }
 
 /// (seq, slot, every byte equal to the first) of the frame read_new returns.

@@ -80,7 +80,14 @@ fn writer_and_readers_on_threads_never_tear() {
     let mut buf = vec![0u8; FRAME];
     for id in 1..=total {
         fill(&mut buf, id);
-        writer.write(&buf, &FrameInfo { frame_id: Some(id as i64), ..FrameInfo::default() }, Deadline::after(Some(Duration::from_secs(60))), &mut || true).unwrap();
+        writer
+            .write(
+                &buf,
+                &FrameInfo { frame_id: Some(id as i64), ..FrameInfo::default() },
+                Deadline::after(Some(Duration::from_secs(60))),
+                &mut || true,
+            )
+            .unwrap();
     }
     done.store(true, Ordering::SeqCst);
     for r in readers {

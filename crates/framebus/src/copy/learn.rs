@@ -122,7 +122,10 @@ impl Learner {
 
     /// The figures in words, for `explain`.
     pub fn describe(&self) -> String {
-        let gbs = |r: &Recent| r.median().map_or_else(|| "not measured".to_owned(), |c| format!("{:.1} GB/s over {} copies", 1.0 / c, r.count.min(WINDOW as u32)));
+        let gbs = |r: &Recent| {
+            r.median()
+                .map_or_else(|| "not measured".to_owned(), |c| format!("{:.1} GB/s over {} copies", 1.0 / c, r.count.min(WINDOW as u32)))
+        };
         format!(
             "alone {}, with helpers {}: {}",
             gbs(&self.alone),

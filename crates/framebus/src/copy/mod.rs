@@ -122,7 +122,8 @@ impl Plan {
                 notes.push(format!("{key}={v} (from the environment)"));
                 Some(v)
             } else {
-                let want = if allowed.is_empty() { "auto or a whole number >= 1".to_owned() } else { format!("auto, {}", allowed.join(", ")) };
+                let want =
+                    if allowed.is_empty() { "auto or a whole number >= 1".to_owned() } else { format!("auto, {}", allowed.join(", ")) };
                 notes.push(format!("{key}={v:?} ignored: expected {want}"));
                 None
             }
@@ -203,7 +204,12 @@ impl Plan {
             Threads::Fixed(n) => format!("{n} for copies of {} or more", mib(self.thread_min)),
         };
         let mut lines = vec![
-            format!("machine: {} ({}), {} CPUs", self.arch, if self.features.is_empty() { "no features detected".to_owned() } else { self.features.join(" ") }, self.cpus),
+            format!(
+                "machine: {} ({}), {} CPUs",
+                self.arch,
+                if self.features.is_empty() { "no features detected".to_owned() } else { self.features.join(" ") },
+                self.cpus
+            ),
             if self.write_auto {
                 format!(
                     "write(): memcpy below {}, streaming stores from {} on, except memcpy for a frame a reader is waiting for that fits twice in the last-level cache ({})",
@@ -406,7 +412,11 @@ pub fn helpers_learned() -> String {
     let Some(all) = all else {
         return "helper threads: figures not available (held by a thread that is gone)".to_owned();
     };
-    [Kernel::Cached, Kernel::Stream].iter().map(|k| format!("{} copies: {}", k.name(), all[*k as usize].describe())).collect::<Vec<_>>().join("\n")
+    [Kernel::Cached, Kernel::Stream]
+        .iter()
+        .map(|k| format!("{} copies: {}", k.name(), all[*k as usize].describe()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]

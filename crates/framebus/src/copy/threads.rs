@@ -61,7 +61,12 @@ impl Job {
             // exactly one thread (the cursor hands out each index once), so this is the only
             // reference to those destination bytes. The buffers are alive: `split` does not
             // return before `done` counts every chunk, including this one (Release below).
-            let (d, s) = unsafe { (std::slice::from_raw_parts_mut((self.dst + start) as *mut u8, n), std::slice::from_raw_parts((self.src + start) as *const u8, n)) };
+            let (d, s) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut((self.dst + start) as *mut u8, n),
+                    std::slice::from_raw_parts((self.src + start) as *const u8, n),
+                )
+            };
             (self.kernel)(d, s);
             self.done.fetch_add(1, Ordering::Release);
             copied += 1;
@@ -79,7 +84,15 @@ pub fn split(n: usize, kernel: fn(&mut [u8], &[u8]), dst: &mut [u8], src: &[u8])
         kernel(dst, src);
         return 0;
     }
-    let job = Arc::new(Job { dst: dst.as_mut_ptr() as usize, src: src.as_ptr() as usize, len: src.len(), chunks, kernel, next: AtomicUsize::new(0), done: AtomicUsize::new(0) });
+    let job = Arc::new(Job {
+        dst: dst.as_mut_ptr() as usize,
+        src: src.as_ptr() as usize,
+        len: src.len(),
+        chunks,
+        kernel,
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+    });
     for _ in 1..n.min(chunks) {
         let j = Arc::clone(&job);
         // A helper that cannot be started (thread limit) only leaves more chunks to the caller.
@@ -148,7 +161,15 @@ mod tests {
         assert_eq!(split(1, super::super::cached, &mut dst, &src), 0);
         assert!(dst == src);
         // A job whose cursor is already past the end copies nothing: a late helper's view.
-        let job = Job { dst: dst.as_mut_ptr() as usize, src: src.as_ptr() as usize, len, chunks: 4, kernel: super::super::cached, next: AtomicUsize::new(4), done: AtomicUsize::new(4) };
+        let job = Job {
+            dst: dst.as_mut_ptr() as usize,
+            src: src.as_ptr() as usize,
+            len,
+            chunks: 4,
+            kernel: super::super::cached,
+            next: AtomicUsize::new(4),
+            done: AtomicUsize::new(4),
+        };
         assert_eq!(job.work(), 0);
     }
 }

@@ -114,5 +114,6 @@ impl DeviceBuffer {
 
 /// Copies `dst.len()` device bytes at `src` into `dst` on `cuda_stream` and waits for the copy.
 pub(crate) fn download(door: &dyn Door, device: u32, src: u64, dst: &mut [u8], cuda_stream: u64) -> std::result::Result<(), DoorError> {
-    door.copy_device_to_host(device, dst.as_mut_ptr(), src, dst.len() as u64, cuda_stream).and_then(|()| door.synchronize_stream(device, cuda_stream))
+    door.copy_device_to_host(device, dst.as_mut_ptr(), src, dst.len() as u64, cuda_stream)
+        .and_then(|()| door.synchronize_stream(device, cuda_stream))
 }

@@ -85,7 +85,12 @@ fn check(call: &'static str, f: impl FnOnce() -> sys::CUresult) -> DoorResult<()
             let (name, detail) = describe(code);
             Err(DoorError { call, code: code as i32, name, detail })
         }
-        Err(_) => Err(DoorError { call, code: NO_DRIVER.0, name: NO_DRIVER.1.into(), detail: format!("the CUDA driver library lacks {call} (or failed inside it): update the NVIDIA driver") }),
+        Err(_) => Err(DoorError {
+            call,
+            code: NO_DRIVER.0,
+            name: NO_DRIVER.1.into(),
+            detail: format!("the CUDA driver library lacks {call} (or failed inside it): update the NVIDIA driver"),
+        }),
     }
 }
 
@@ -222,7 +227,9 @@ impl Door for CudaDoor {
         let mut total: usize = 0;
         // SAFETY: `total` is a valid out pointer.
         check("cuDeviceTotalMem", || unsafe { sys::cuDeviceTotalMem_v2(&mut total, d.handle) })?;
-        use sys::CUdevice_attribute::{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR};
+        use sys::CUdevice_attribute::{
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR,
+        };
         Ok(DeviceInfo {
             ordinal: device,
             name: String::from_utf8_lossy(&name).into_owned(),
@@ -342,18 +349,14 @@ impl Door for CudaDoor {
         self.enter("cuMemcpyHtoDAsync", device)?;
         // SAFETY: the caller keeps `src` readable for `bytes` bytes until the copy has finished
         // (the door's contract); the driver validates the device range.
-        check("cuMemcpyHtoDAsync", || unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, bytes as usize, stream_ptr(stream))
-        })
+        check("cuMemcpyHtoDAsync", || unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, bytes as usize, stream_ptr(stream)) })
     }
 
     fn copy_device_to_host(&self, device: u32, dst: *mut u8, src: u64, bytes: u64, stream: u64) -> DoorResult<()> {
         self.enter("cuMemcpyDtoHAsync", device)?;
         // SAFETY: the caller keeps `dst` writable for `bytes` bytes until the copy has finished
         // (the door's contract); the driver validates the device range.
-        check("cuMemcpyDtoHAsync", || unsafe {
-            sys::cuMemcpyDtoHAsync_v2(dst as *mut c_void, src, bytes as usize, stream_ptr(stream))
-        })
+        check("cuMemcpyDtoHAsync", || unsafe { sys::cuMemcpyDtoHAsync_v2(dst as *mut c_void, src, bytes as usize, stream_ptr(stream)) })
     }
 
     fn synchronize_stream(&self, device: u32, stream: u64) -> DoorResult<()> {

@@ -75,14 +75,7 @@ impl Mapping {
         // SAFETY: maps `len` bytes of an open memfd (already sized to at least `len`) shared and
         // read-write at an address the kernel picks; no existing memory is affected.
         let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
+            libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
         };
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
@@ -263,9 +256,8 @@ impl Handle {
 /// Opens the memfd a handle names, through the owner's descriptor table, and checks on the file
 /// it got that it is that very object (name and size), so a stale handle never opens other memory.
 fn open_owned(call: &'static str, kind: &str, h: &Handle) -> DoorResult<File> {
-    let stale = |why: &str| {
-        fail(call, INVALID_HANDLE, format!("stale {kind} handle of process {} ({why}): its owner freed it or exited", h.pid))
-    };
+    let stale =
+        |why: &str| fail(call, INVALID_HANDLE, format!("stale {kind} handle of process {} ({why}): its owner freed it or exited", h.pid));
     if start_time(h.pid) != Some(h.start) {
         return Err(stale("that process is gone"));
     }
@@ -291,7 +283,11 @@ fn device_count_setting(value: Option<&str>) -> DoorResult<u32> {
     let Some(v) = value else { return Ok(DEFAULT_DEVICES) };
     match v.trim().parse::<u32>() {
         Ok(n) if n <= MAX_DEVICES => Ok(n),
-        _ => Err(fail("FRAMEBUS_FAKE_CUDA_DEVICES", super::door::BAD_SETTING, format!("FRAMEBUS_FAKE_CUDA_DEVICES={v:?} is not understood: it takes a device count from 0 to {MAX_DEVICES}"))),
+        _ => Err(fail(
+            "FRAMEBUS_FAKE_CUDA_DEVICES",
+            super::door::BAD_SETTING,
+            format!("FRAMEBUS_FAKE_CUDA_DEVICES={v:?} is not understood: it takes a device count from 0 to {MAX_DEVICES}"),
+        )),
     }
 }
 
@@ -315,7 +311,11 @@ impl FakeDoor {
 
     fn check_device(&self, call: &'static str, device: u32) -> DoorResult<()> {
         if device >= self.devices {
-            return Err(fail(call, INVALID_DEVICE, format!("device {device} does not exist: the fake has {} (FRAMEBUS_FAKE_CUDA_DEVICES)", self.devices)));
+            return Err(fail(
+                call,
+                INVALID_DEVICE,
+                format!("device {device} does not exist: the fake has {} (FRAMEBUS_FAKE_CUDA_DEVICES)", self.devices),
+            ));
         }
         Ok(())
     }
@@ -439,8 +439,7 @@ impl Door for FakeDoor {
     fn open_memory(&self, device: u32, handle: &IpcHandle) -> DoorResult<u64> {
         const CALL: &str = "cuIpcOpenMemHandle";
         self.check_device(CALL, device)?;
-        let h = Handle::decode(handle, MEM_MAGIC)
-            .ok_or_else(|| fail(CALL, INVALID_HANDLE, "not a memory handle of the fake door"))?;
+        let h = Handle::decode(handle, MEM_MAGIC).ok_or_else(|| fail(CALL, INVALID_HANDLE, "not a memory handle of the fake door"))?;
         if h.device != device {
             return Err(fail(CALL, INVALID_DEVICE, format!("the handle's memory is on device {}, not {device}", h.device)));
         }
@@ -504,8 +503,7 @@ impl Door for FakeDoor {
     fn open_event(&self, device: u32, handle: &IpcHandle) -> DoorResult<Event> {
         const CALL: &str = "cuIpcOpenEventHandle";
         self.check_device(CALL, device)?;
-        let h = Handle::decode(handle, EVENT_MAGIC)
-            .ok_or_else(|| fail(CALL, INVALID_HANDLE, "not an event handle of the fake door"))?;
+        let h = Handle::decode(handle, EVENT_MAGIC).ok_or_else(|| fail(CALL, INVALID_HANDLE, "not an event handle of the fake door"))?;
         if h.device != device {
             return Err(fail(CALL, INVALID_DEVICE, format!("the handle's event is on device {}, not {device}", h.device)));
         }
@@ -558,7 +556,11 @@ impl Door for FakeDoor {
         let t = tables();
         self.device_range(&t, CALL, device, dst, bytes, "destination")?;
         self.device_range(&t, CALL, device, src, bytes, "source")?;
-        if bytes > 0 && src < dst + bytes && dst < src + bytes && find(&t, src, bytes).map(|m| m.0.base) == find(&t, dst, bytes).map(|m| m.0.base) {
+        if bytes > 0
+            && src < dst + bytes
+            && dst < src + bytes
+            && find(&t, src, bytes).map(|m| m.0.base) == find(&t, dst, bytes).map(|m| m.0.base)
+        {
             return Err(fail(CALL, INVALID_VALUE, "source and destination ranges overlap"));
         }
         // SAFETY: both ranges lie inside live mappings of this process (checked above with the

@@ -162,9 +162,8 @@ pub fn sweep_owned() -> usize {
     let pid = ProcessId::current().pid;
     let gone: Vec<Owned> = {
         let mut t = tables();
-        let (gone, kept): (Vec<Owned>, Vec<Owned>) = t.owned.drain(..).partition(|o| {
-            o.pid == pid && std::fs::metadata(&o.path).map_or(true, |m| (m.dev(), m.ino()) != o.identity)
-        });
+        let (gone, kept): (Vec<Owned>, Vec<Owned>) =
+            t.owned.drain(..).partition(|o| o.pid == pid && std::fs::metadata(&o.path).map_or(true, |m| (m.dev(), m.ino()) != o.identity));
         t.owned = kept;
         gone
     };

@@ -8,15 +8,31 @@ use std::io;
 pub enum PipeError {
     /// The descriptor is not open (or cannot be inspected) when its writer is started.
     #[error("file descriptor {fd} cannot be written to: {source}; pass an open descriptor (an int or an object with fileno())")]
-    BadDescriptor { fd: i32, #[source] source: io::Error },
+    BadDescriptor {
+        fd: i32,
+        #[source]
+        source: io::Error,
+    },
 
     /// A background write failed; the writes still queued behind it were dropped.
     #[error("{op} to file descriptor {fd} failed after {written} bytes: {source}{hint}; {dropped} queued write(s) were dropped")]
-    Write { fd: i32, op: &'static str, written: u64, dropped: usize, hint: &'static str, #[source] source: io::Error },
+    Write {
+        fd: i32,
+        op: &'static str,
+        written: u64,
+        dropped: usize,
+        hint: &'static str,
+        #[source]
+        source: io::Error,
+    },
 
     /// The writer thread could not be started.
     #[error("cannot start the writer thread for file descriptor {fd}: {source}")]
-    Spawn { fd: i32, #[source] source: io::Error },
+    Spawn {
+        fd: i32,
+        #[source]
+        source: io::Error,
+    },
 
     /// A wait for queued writes ran out of time; the writes stay queued.
     #[error("timed out after {seconds:.3} s waiting for {what} on file descriptor {fd} ({pending} write(s), {pending_bytes} bytes still pending; they stay queued)")]

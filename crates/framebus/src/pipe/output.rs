@@ -45,7 +45,8 @@ impl Output {
         if !sys::writable(fd)? {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
-        let mut out = Output { fd, identity, options: options.clone(), splice: false, pipe_size: None, chunk: FILE_CHUNK, put: 0, spliced: 0 };
+        let mut out =
+            Output { fd, identity, options: options.clone(), splice: false, pipe_size: None, chunk: FILE_CHUNK, put: 0, spliced: 0 };
         out.configure();
         Ok(out)
     }

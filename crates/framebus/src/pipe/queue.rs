@@ -159,7 +159,6 @@ impl<K: Payload> Queue<K> {
         }
         n
     }
-
 }
 
 #[cfg(test)]

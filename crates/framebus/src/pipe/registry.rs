@@ -113,12 +113,7 @@ impl<K: Payload> Registry<K> {
 }
 
 fn leftovers<K: Payload>(writers: &[Arc<Writer<K>>]) -> Vec<(RawFd, usize, u64)> {
-    writers
-        .iter()
-        .map(|w| (w.fd(), w.stats()))
-        .filter(|(_, s)| s.pending > 0)
-        .map(|(fd, s)| (fd, s.pending, s.pending_bytes))
-        .collect()
+    writers.iter().map(|w| (w.fd(), w.stats())).filter(|(_, s)| s.pending > 0).map(|(fd, s)| (fd, s.pending, s.pending_bytes)).collect()
 }
 
 #[cfg(test)]

@@ -126,8 +126,7 @@ impl<K: Payload> Writer<K> {
     /// PipeError::Interrupted.
     pub fn wait_room(&self, addr: *const u8, len: usize, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<(), PipeError> {
         let addr = addr as usize;
-        self.wait(deadline, check, "room in the queue", |i| i.error.is_some() || !i.alive || !i.queue.must_wait(addr, len))
-            .map(drop)
+        self.wait(deadline, check, "room in the queue", |i| i.error.is_some() || !i.alive || !i.queue.must_wait(addr, len)).map(drop)
     }
 
     /// Waits until no unfinished job of this descriptor covers any of `addr..addr+len` (the
@@ -139,7 +138,13 @@ impl<K: Payload> Writer<K> {
 
     /// Queues `keeper`, waiting for room as long as `deadline` allows. Convenience for Rust
     /// callers that need not drop locks between the attempts.
-    pub fn push(&self, mut keeper: K, deadline: Deadline, check: &mut dyn FnMut() -> bool, mut release: impl FnMut(K)) -> Result<(), PushError<K>> {
+    pub fn push(
+        &self,
+        mut keeper: K,
+        deadline: Deadline,
+        check: &mut dyn FnMut() -> bool,
+        mut release: impl FnMut(K),
+    ) -> Result<(), PushError<K>> {
         loop {
             match self.try_push(keeper, &mut release) {
                 Err(PushError::Busy(k)) => {

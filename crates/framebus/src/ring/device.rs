@@ -77,7 +77,11 @@ fn unavailable(stream: &str, reason: impl Into<String>) -> Error {
 
 /// The door of this process, or why there is none, for stream `name`.
 pub fn door_for(name: &str) -> Result<&'static dyn Door> {
-    crate::gpu::door().map_err(|e| Error::DeviceUnavailable { name: Some(name.to_owned()), reason: format!("it keeps its frames in GPU memory, and {e}"), door: Some(e) })
+    crate::gpu::door().map_err(|e| Error::DeviceUnavailable {
+        name: Some(name.to_owned()),
+        reason: format!("it keeps its frames in GPU memory, and {e}"),
+        door: Some(e),
+    })
 }
 
 impl DeviceSlots {
@@ -96,9 +100,12 @@ impl DeviceSlots {
         let info = door.device_info(ordinal).map_err(door_error(stream, "reading the device's properties"))?;
         registry::sweep_owned();
         let frame_bytes = stream.spec.frame_bytes().unwrap_or(0);
-        let pitch = layout::align_up(frame_bytes.max(1), DEVICE_PITCH_ALIGN).ok_or_else(|| Error::InvalidArgument("frame too large".into()))?;
-        let bytes = pitch.checked_mul(u64::from(stream.geometry.slot_count)).ok_or_else(|| Error::InvalidArgument("frames too large".into()))?;
-        let (memory, memory_handle) = registry::allocate(door, ordinal, bytes).map_err(door_error(stream, "allocating device memory for the slots"))?;
+        let pitch =
+            layout::align_up(frame_bytes.max(1), DEVICE_PITCH_ALIGN).ok_or_else(|| Error::InvalidArgument("frame too large".into()))?;
+        let bytes =
+            pitch.checked_mul(u64::from(stream.geometry.slot_count)).ok_or_else(|| Error::InvalidArgument("frames too large".into()))?;
+        let (memory, memory_handle) =
+            registry::allocate(door, ordinal, bytes).map_err(door_error(stream, "allocating device memory for the slots"))?;
         let mut ready = Vec::with_capacity(stream.geometry.slot_count as usize);
         let mut handles = Vec::with_capacity(ready.capacity());
         for _ in 0..stream.geometry.slot_count {
@@ -133,7 +140,17 @@ impl DeviceSlots {
             memory: memory.clone(),
             events: ready.clone(),
         });
-        Ok(DeviceSlots { door, device: ordinal, memory, pitch, frame_bytes, ready, owner, release: Mutex::new(None), releases_seen: Mutex::new(Vec::new()) })
+        Ok(DeviceSlots {
+            door,
+            device: ordinal,
+            memory,
+            pitch,
+            frame_bytes,
+            ready,
+            owner,
+            release: Mutex::new(None),
+            releases_seen: Mutex::new(Vec::new()),
+        })
     }
 
     /// Opens an existing device stream's memory and events in this process.
@@ -146,7 +163,10 @@ impl DeviceSlots {
                 2 => "the fake CUDA door (FRAMEBUS_CUDA=fake)",
                 _ => "an unknown door",
             };
-            return Err(unavailable(&stream.name, format!("it was made through {made}, and this process uses {} (FRAMEBUS_CUDA selects it)", door.kind().name())));
+            return Err(unavailable(
+                &stream.name,
+                format!("it was made through {made}, and this process uses {} (FRAMEBUS_CUDA selects it)", door.kind().name()),
+            ));
         }
         let owner = ProcessId { pid: h.owner_pid, start: h.owner_start };
         if h.state.load(Ordering::Acquire) != layout::DEVICE_LIVE || !owner.is_alive() {
@@ -154,13 +174,25 @@ impl DeviceSlots {
         }
         let frame_bytes = stream.spec.frame_bytes().unwrap_or(u64::MAX);
         let slots = u64::from(stream.geometry.slot_count);
-        if h.frame_bytes != frame_bytes || h.pitch < frame_bytes || !h.pitch.is_multiple_of(DEVICE_PITCH_ALIGN) || h.pitch.checked_mul(slots) != Some(h.alloc_bytes) {
-            return Err(Error::Corrupt { name: stream.name.clone(), path: crate::shm::name::path(&stream.name), reason: "the device section does not match the frame spec".into() });
+        if h.frame_bytes != frame_bytes
+            || h.pitch < frame_bytes
+            || !h.pitch.is_multiple_of(DEVICE_PITCH_ALIGN)
+            || h.pitch.checked_mul(slots) != Some(h.alloc_bytes)
+        {
+            return Err(Error::Corrupt {
+                name: stream.name.clone(),
+                path: crate::shm::name::path(&stream.name),
+                reason: "the device section does not match the frame spec".into(),
+            });
         }
         let device = local_ordinal(door, &h.uuid).map_err(door_error(stream, "listing devices"))?.ok_or_else(|| {
-            unavailable(&stream.name, format!("its frames are on the GPU with uuid {}, which this process does not see (CUDA_VISIBLE_DEVICES?)", hex(&h.uuid)))
+            unavailable(
+                &stream.name,
+                format!("its frames are on the GPU with uuid {}, which this process does not see (CUDA_VISIBLE_DEVICES?)", hex(&h.uuid)),
+            )
         })?;
-        let memory = registry::open_memory(door, device, &IpcHandle(h.memory)).map_err(door_error(stream, "opening the slots' device memory"))?;
+        let memory =
+            registry::open_memory(door, device, &IpcHandle(h.memory)).map_err(door_error(stream, "opening the slots' device memory"))?;
         let mut ready = Vec::with_capacity(slots as usize);
         for i in 0..stream.geometry.slot_count {
             let mut handle = [0u8; IPC_HANDLE_BYTES];
@@ -169,7 +201,17 @@ impl DeviceSlots {
             unsafe { std::ptr::copy_nonoverlapping(stream.slot_event_handle(i), handle.as_mut_ptr(), IPC_HANDLE_BYTES) };
             ready.push(registry::open_event(door, device, &IpcHandle(handle)).map_err(door_error(stream, "opening the slots' events"))?);
         }
-        Ok(DeviceSlots { door, device, memory, pitch: h.pitch, frame_bytes, ready, owner, release: Mutex::new(None), releases_seen: Mutex::new(Vec::new()) })
+        Ok(DeviceSlots {
+            door,
+            device,
+            memory,
+            pitch: h.pitch,
+            frame_bytes,
+            ready,
+            owner,
+            release: Mutex::new(None),
+            releases_seen: Mutex::new(Vec::new()),
+        })
     }
 
     /// This process's ordinal of the stream's device.
@@ -259,7 +301,9 @@ impl Stream {
     /// Reader entry `i`'s release event record.
     pub(super) fn release_event(&self, i: u32) -> &ReleaseEvent {
         assert!(i < self.geometry.max_readers);
-        let offset = layout::DEVICE_HEADER_BYTES + self.geometry.slot_count as usize * IPC_HANDLE_BYTES + i as usize * std::mem::size_of::<ReleaseEvent>();
+        let offset = layout::DEVICE_HEADER_BYTES
+            + self.geometry.slot_count as usize * IPC_HANDLE_BYTES
+            + i as usize * std::mem::size_of::<ReleaseEvent>();
         // SAFETY: max_readers records follow the slot handles inside the section, 64-byte
         // aligned (the header and each handle are multiples of 64); valid for any bit pattern.
         unsafe { &*self.device_section().add(offset).cast::<ReleaseEvent>() }
@@ -314,7 +358,15 @@ impl Stream {
     /// A handle on the CPU mirror only is told too: no frame comes to the mirror either.
     pub fn device_owner_gone(&self) -> Option<Error> {
         let owner = self.device_owner()?;
-        (!owner.is_alive()).then(|| unavailable(&self.name, format!("the process that owned its GPU memory (pid {}) has exited, so no frame will come; create the stream again", owner.pid)))
+        (!owner.is_alive()).then(|| {
+            unavailable(
+                &self.name,
+                format!(
+                    "the process that owned its GPU memory (pid {}) has exited, so no frame will come; create the stream again",
+                    owner.pid
+                ),
+            )
+        })
     }
 
     /// The process that owns a device stream's GPU memory (its creator); None for a host stream.
@@ -398,7 +450,9 @@ impl Stream {
     /// and, for a CPU mirror, copies the frame into the host slot (waiting for it: the host
     /// bytes must be there before the commit publishes them).
     fn finish_device_frame(&self, dev: &DeviceSlots, slot: u32, cuda_stream: u64) -> Result<()> {
-        dev.door.record(dev.device, dev.ready[slot as usize].event(), cuda_stream).map_err(door_error(self, "recording the frame's ready event"))?;
+        dev.door
+            .record(dev.device, dev.ready[slot as usize].event(), cuda_stream)
+            .map_err(door_error(self, "recording the frame's ready event"))?;
         if self.spec.device.is_some_and(|d| d.cpu_mirror) {
             dev.door
                 .copy_device_to_host(dev.device, self.payload(slot), dev.slot_ptr(slot), dev.frame_bytes, cuda_stream)
@@ -411,7 +465,14 @@ impl Stream {
     /// Writes one frame into a device stream: takes a slot (waiting like `write`), queues the
     /// copy on `cuda_stream` after every reader's release, records the slot's ready event and
     /// commits. No host synchronisation for a device source (a host source is waited for).
-    pub fn write_device(&self, src: Source, cuda_stream: u64, info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+    pub fn write_device(
+        &self,
+        src: Source,
+        cuda_stream: u64,
+        info: &FrameInfo<'_>,
+        deadline: Deadline,
+        check: &mut dyn FnMut() -> bool,
+    ) -> Result<u64> {
         let dev = self.device_slots()?;
         self.check_frame(self.geometry.frame_bytes as usize, info)?;
         let guard = self.begin_write(deadline, check)?;

@@ -41,7 +41,9 @@ impl DeviceStream {
     /// the same spec).
     pub fn create(name: &str, spec: &StreamSpec, options: &CreateOptions) -> Result<DeviceStream> {
         if spec.device.is_none() {
-            return Err(Error::InvalidArgument(format!("stream {name:?}: a device stream needs a device (device=\"cuda:0\"); without one, create a host stream")));
+            return Err(Error::InvalidArgument(format!(
+                "stream {name:?}: a device stream needs a device (device=\"cuda:0\"); without one, create a host stream"
+            )));
         }
         DeviceStream::from_ring(Arc::new(Stream::create(name, spec, options)?))
     }
@@ -82,7 +84,11 @@ impl DeviceStream {
     /// InvalidArgument for another device or memory the driver does not know.
     pub fn check_device_memory(&self, ptr: u64, what: &str) -> Result<()> {
         let dev = self.ring.device_slots()?;
-        let on = dev.door().pointer_device(ptr).map_err(|source| Error::Device { name: Some(self.name().to_owned()), op: "looking up the array's device", source })?;
+        let on = dev.door().pointer_device(ptr).map_err(|source| Error::Device {
+            name: Some(self.name().to_owned()),
+            op: "looking up the array's device",
+            source,
+        })?;
         match on {
             Some(d) if d == dev.device() => Ok(()),
             Some(d) => Err(Error::InvalidArgument(format!(
@@ -99,7 +105,14 @@ impl DeviceStream {
     /// on `cuda_stream` after every reader's work on the slot, records the slot's ready event
     /// and commits. Nothing waits on the host for a device source; a host source is waited
     /// for (its memory must stay readable until the copy ran). Returns the frame's sequence.
-    pub fn write(&self, src: Source, cuda_stream: u64, info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+    pub fn write(
+        &self,
+        src: Source,
+        cuda_stream: u64,
+        info: &FrameInfo<'_>,
+        deadline: Deadline,
+        check: &mut dyn FnMut() -> bool,
+    ) -> Result<u64> {
         self.ring.write_device(src, cuda_stream, info, deadline, check)
     }
 
@@ -120,7 +133,12 @@ impl DeviceStream {
     pub fn frame(&self, pinned: Pinned) -> Result<DeviceFrame> {
         self.check_pin(&pinned)?;
         let ptr = self.ring.device_slots()?.slot_ptr(pinned.slot());
-        Ok(DeviceFrame { name: self.name().to_owned(), ptr, device: self.device(), state: Mutex::new(FrameState { pinned: Some(pinned), streams: Vec::new() }) })
+        Ok(DeviceFrame {
+            name: self.name().to_owned(),
+            ptr,
+            device: self.device(),
+            state: Mutex::new(FrameState { pinned: Some(pinned), streams: Vec::new() }),
+        })
     }
 
     /// Claims the next free slot to render into (waiting like a host write). Order the CUDA
@@ -197,7 +215,11 @@ impl DeviceFrame {
         self.acquire_on(0)?;
         let stream = self.lock().pinned.as_ref().map(|p| p.stream().clone()).ok_or_else(|| self.released())?;
         let dev = stream.device_slots()?;
-        dev.door().synchronize_stream(dev.device(), 0).map_err(|source| Error::Device { name: Some(self.name.clone()), op: "waiting for the frame", source })
+        dev.door().synchronize_stream(dev.device(), 0).map_err(|source| Error::Device {
+            name: Some(self.name.clone()),
+            op: "waiting for the frame",
+            source,
+        })
     }
 
     /// Copies the frame into `dst` (exactly one frame) on `cuda_stream`, after the frame's
@@ -207,10 +229,18 @@ impl DeviceFrame {
         let stream = self.lock().pinned.as_ref().map(|p| p.stream().clone()).ok_or_else(|| self.released())?;
         let dev = stream.device_slots()?;
         if dst.len() as u64 != dev.frame_bytes() {
-            return Err(Error::InvalidArgument(format!("stream {:?}: a frame is {} bytes, the host array {}", self.name, dev.frame_bytes(), dst.len())));
+            return Err(Error::InvalidArgument(format!(
+                "stream {:?}: a frame is {} bytes, the host array {}",
+                self.name,
+                dev.frame_bytes(),
+                dst.len()
+            )));
         }
-        crate::gpu::buffer::download(dev.door(), dev.device(), self.ptr, dst, cuda_stream)
-            .map_err(|source| Error::Device { name: Some(self.name.clone()), op: "copying the frame to the host", source })
+        crate::gpu::buffer::download(dev.door(), dev.device(), self.ptr, dst, cuda_stream).map_err(|source| Error::Device {
+            name: Some(self.name.clone()),
+            op: "copying the frame to the host",
+            source,
+        })
     }
 
     /// Lets the frame go: records this handle's release event on every CUDA stream the frame

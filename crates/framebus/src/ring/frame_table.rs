@@ -161,11 +161,28 @@ pub fn plan(arrays: &[ArraySpec<'_>], named: bool, codec: &str, slot_bytes: u64)
         if a.bytes && (a.dtype != "|u1" || a.shape.len() != 1) {
             return Err("a byte payload is one-dimensional |u1 data".into());
         }
-        let too_large = || format!("the frame does not fit the stream's capacity of {capacity} bytes per frame ({} of shape {:?} and dtype {}); create the stream with a larger capacity", label(a.name), a.shape, a.dtype);
-        let nbytes = array_bytes(a.shape, itemsize).ok_or_else(|| format!("{} of shape {:?} and dtype {} has more than 2**64 bytes (the product of its shape overflows)", label(a.name), a.shape, a.dtype))?;
+        let too_large = || {
+            format!("the frame does not fit the stream's capacity of {capacity} bytes per frame ({} of shape {:?} and dtype {}); create the stream with a larger capacity", label(a.name), a.shape, a.dtype)
+        };
+        let nbytes = array_bytes(a.shape, itemsize).ok_or_else(|| {
+            format!(
+                "{} of shape {:?} and dtype {} has more than 2**64 bytes (the product of its shape overflows)",
+                label(a.name),
+                a.shape,
+                a.dtype
+            )
+        })?;
         let offset = if i == 0 { TABLE_BYTES } else { super::layout::align_up(end, ARRAY_ALIGN).ok_or_else(too_large)? };
         end = offset.checked_add(nbytes).filter(|&e| e <= slot_bytes).ok_or_else(too_large)?;
-        out.push(ArrayDesc { name: a.name.to_owned(), dtype: a.dtype.to_owned(), itemsize, shape: a.shape.to_vec(), offset, nbytes, bytes: a.bytes });
+        out.push(ArrayDesc {
+            name: a.name.to_owned(),
+            dtype: a.dtype.to_owned(),
+            itemsize,
+            shape: a.shape.to_vec(),
+            offset,
+            nbytes,
+            bytes: a.bytes,
+        });
     }
     Ok(FrameTable { arrays: out, named, codec: codec.to_owned(), data_end: end })
 }
@@ -299,7 +316,10 @@ pub fn decode(payload: &[u8], slot_bytes: u64) -> Result<FrameTable, String> {
         if offset < end || !offset.is_multiple_of(ARRAY_ALIGN) {
             return Err(bad(format!("offset {offset} overlaps the table or the previous array, or is not {ARRAY_ALIGN}-byte aligned")));
         }
-        end = offset.checked_add(nbytes).filter(|&x| x <= data_end).ok_or_else(|| bad(format!("{nbytes} bytes at offset {offset} reach past the frame's end ({data_end})")))?;
+        end = offset
+            .checked_add(nbytes)
+            .filter(|&x| x <= data_end)
+            .ok_or_else(|| bad(format!("{nbytes} bytes at offset {offset} reach past the frame's end ({data_end})")))?;
         arrays.push(ArrayDesc { name: name.to_owned(), dtype: dtype.to_owned(), itemsize, shape, offset, nbytes, bytes });
     }
     Ok(FrameTable { arrays, named, codec: codec.to_owned(), data_end })
@@ -323,7 +343,8 @@ mod tests {
 
     #[test]
     fn lays_out_arrays_aligned_after_the_table() {
-        let t = plan(&[spec("image", "|u1", &[3, 5, 3]), spec("boxes", "<f4", &[7, 4]), spec("empty", "<f8", &[0, 4])], true, "", SLOT).unwrap();
+        let t = plan(&[spec("image", "|u1", &[3, 5, 3]), spec("boxes", "<f4", &[7, 4]), spec("empty", "<f8", &[0, 4])], true, "", SLOT)
+            .unwrap();
         assert_eq!(t.arrays[0].offset, TABLE_BYTES);
         assert_eq!(t.arrays[1].offset, TABLE_BYTES + 64);
         assert_eq!(t.arrays[1].nbytes, 7 * 4 * 4);

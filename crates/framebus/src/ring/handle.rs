@@ -122,7 +122,11 @@ impl Stream {
                     Ok(existing) => {
                         let mine = StreamSpec { max_readers: existing.spec.max_readers, ..spec.clone() };
                         if existing.spec != mine {
-                            return Err(Error::SpecMismatch { name: stream.into(), existing: describe(&existing.spec), requested: describe(spec) });
+                            return Err(Error::SpecMismatch {
+                                name: stream.into(),
+                                existing: describe(&existing.spec),
+                                requested: describe(spec),
+                            });
                         }
                         return Ok(existing);
                     }
@@ -223,7 +227,9 @@ impl Stream {
         let (segment, map, spec, geometry) = Stream::map_validated(stream, OPEN_READY_TIMEOUT)?;
         let Some(device) = spec.device else {
             return match access {
-                DeviceAccess::Device => Err(Error::WrongMemory { name: stream.into(), what: "it is a host stream, its frames are not in GPU memory".into() }),
+                DeviceAccess::Device => {
+                    Err(Error::WrongMemory { name: stream.into(), what: "it is a host stream, its frames are not in GPU memory".into() })
+                }
                 _ => Stream::assemble(stream, segment, map, spec, geometry, Some(mode)),
             };
         };
@@ -264,7 +270,11 @@ impl Stream {
                 break len;
             }
             if Instant::now() >= deadline {
-                return Err(Error::NotReady { name: stream.into(), path, hint: "; its creator died or is stuck before sizing it: unlink it or run `framebus gc`" });
+                return Err(Error::NotReady {
+                    name: stream.into(),
+                    path,
+                    hint: "; its creator died or is stuck before sizing it: unlink it or run `framebus gc`",
+                });
             }
             std::thread::sleep(Duration::from_millis(1));
         };
@@ -282,7 +292,11 @@ impl Stream {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::NotReady { name: stream.into(), path, hint: "; its creator died or is stuck while creating it: unlink it or run `framebus gc`" });
+                return Err(Error::NotReady {
+                    name: stream.into(),
+                    path,
+                    hint: "; its creator died or is stuck while creating it: unlink it or run `framebus gc`",
+                });
             }
             futex::wait(&header.ready, 0, (deadline - now).min(Duration::from_millis(50)));
         }
@@ -297,7 +311,10 @@ impl Stream {
             return Err(corrupt(format!("layout version {} does not match its device flag", header.version)));
         }
         if header.flags & !layout::KNOWN_FLAGS != 0 {
-            return Err(corrupt(format!("it uses features this framebus does not know (flags {:#x}); open it with the framebus that made it", header.flags)));
+            return Err(corrupt(format!(
+                "it uses features this framebus does not know (flags {:#x}); open it with the framebus that made it",
+                header.flags
+            )));
         }
         // SAFETY: the probe mapping covers HEADER_BYTES.
         let image = unsafe { std::slice::from_raw_parts(probe.as_ptr(), HEADER_BYTES) };
@@ -310,7 +327,14 @@ impl Stream {
         Ok((segment, map, spec, geometry))
     }
 
-    fn assemble(stream: &str, segment: Segment, map: Mapping, spec: StreamSpec, geometry: Geometry, mode: Option<ReaderMode>) -> Result<Stream> {
+    fn assemble(
+        stream: &str,
+        segment: Segment,
+        map: Mapping,
+        spec: StreamSpec,
+        geometry: Geometry,
+        mode: Option<ReaderMode>,
+    ) -> Result<Stream> {
         let mut s = Stream {
             name: stream.to_owned(),
             segment,
@@ -376,7 +400,9 @@ impl Stream {
         assert!(i < self.geometry.slot_count);
         // SAFETY: validated geometry puts slot_count descriptors at slots_offset inside the
         // mapping, 64-byte aligned; SlotDesc is valid for any bit pattern.
-        unsafe { &*self.map.as_ptr().add(self.geometry.slots_offset as usize + i as usize * std::mem::size_of::<SlotDesc>()).cast::<SlotDesc>() }
+        unsafe {
+            &*self.map.as_ptr().add(self.geometry.slots_offset as usize + i as usize * std::mem::size_of::<SlotDesc>()).cast::<SlotDesc>()
+        }
     }
 
     /// Reader entry `i` (i < max_readers).
@@ -384,7 +410,13 @@ impl Stream {
         assert!(i < self.geometry.max_readers);
         // SAFETY: validated geometry puts max_readers entries at readers_offset inside the
         // mapping, 64-byte aligned; ReaderEntry is valid for any bit pattern.
-        unsafe { &*self.map.as_ptr().add(self.geometry.readers_offset as usize + i as usize * std::mem::size_of::<ReaderEntry>()).cast::<ReaderEntry>() }
+        unsafe {
+            &*self
+                .map
+                .as_ptr()
+                .add(self.geometry.readers_offset as usize + i as usize * std::mem::size_of::<ReaderEntry>())
+                .cast::<ReaderEntry>()
+        }
     }
 
     /// Start of slot `i`'s payload (frame bytes, then metadata) in this handle's read-write view:

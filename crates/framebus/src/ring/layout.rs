@@ -396,13 +396,26 @@ impl Geometry {
         let payload_offset = device_offset.checked_add(device_bytes)?;
         let slot_stride = align_up(frame_bytes.checked_add(u64::from(meta_capacity))?.max(1), PAGE)?;
         let total_bytes = payload_offset.checked_add(slot_stride.checked_mul(u64::from(slot_count))?)?;
-        Some(Geometry { slot_count, max_readers, frame_bytes, meta_capacity, slot_stride, readers_offset, slots_offset, device_offset, device_bytes, payload_offset, total_bytes })
+        Some(Geometry {
+            slot_count,
+            max_readers,
+            frame_bytes,
+            meta_capacity,
+            slot_stride,
+            readers_offset,
+            slots_offset,
+            device_offset,
+            device_bytes,
+            payload_offset,
+            total_bytes,
+        })
     }
 
     /// Reads the geometry recorded in a header (the device section is what lies between the
     /// page after the slot descriptors and the payloads).
     pub fn of(header: &Header) -> Geometry {
-        let slots_end = header.slots_offset.saturating_add(u64::from(header.slot_count).saturating_mul(std::mem::size_of::<SlotDesc>() as u64));
+        let slots_end =
+            header.slots_offset.saturating_add(u64::from(header.slot_count).saturating_mul(std::mem::size_of::<SlotDesc>() as u64));
         let device_offset = align_up(slots_end, PAGE).unwrap_or(u64::MAX);
         Geometry {
             device_offset,

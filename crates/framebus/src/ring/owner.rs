@@ -54,7 +54,11 @@ const PENDING: u32 = u32::MAX;
 impl Owner {
     /// No entry yet, owned by this process.
     pub(super) fn detached() -> Owner {
-        Owner { word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, NONE)), position: AtomicU64::new(0), reserved: AtomicU64::new(NO_RESERVATION) }
+        Owner {
+            word: AtomicU64::new(pack(fork_generation() & 0xffff_ffff, NONE)),
+            position: AtomicU64::new(0),
+            reserved: AtomicU64::new(NO_RESERVATION),
+        }
     }
 
     /// This owner with entry `index`, registered by this process (the position `register`

@@ -126,18 +126,26 @@ impl Stream {
         // SAFETY: the slot is pinned (or, lossless, unconsumed), so the writer does not touch it
         // while the FrameRef lives; both ranges lie inside the slot's stride in the mapping.
         let (payload, meta) = unsafe {
-            (
-                std::slice::from_raw_parts(base, len),
-                std::slice::from_raw_parts(base.add(self.geometry.frame_bytes as usize), meta_len),
-            )
+            (std::slice::from_raw_parts(base, len), std::slice::from_raw_parts(base.add(self.geometry.frame_bytes as usize), meta_len))
         };
-        FrameRef { seq, slot, timestamp_ns: d.timestamp_ns.load(Ordering::Relaxed), frame_id: d.frame_id.load(Ordering::Relaxed) as i64, payload, meta }
+        FrameRef {
+            seq,
+            slot,
+            timestamp_ns: d.timestamp_ns.load(Ordering::Relaxed),
+            frame_id: d.frame_id.load(Ordering::Relaxed) as i64,
+            payload,
+            meta,
+        }
     }
 
     pub(super) fn published(&self) -> Result<(u64, u32)> {
         let (seq, slot) = unpack_published(self.header().published.load(Ordering::SeqCst));
         if slot >= self.geometry.slot_count {
-            return Err(Error::Corrupt { name: self.name.clone(), path: crate::shm::name::path(&self.name), reason: format!("published slot {slot} out of range") });
+            return Err(Error::Corrupt {
+                name: self.name.clone(),
+                path: crate::shm::name::path(&self.name),
+                reason: format!("published slot {slot} out of range"),
+            });
         }
         Ok((seq, slot))
     }
@@ -243,7 +251,8 @@ impl Stream {
             // lock is free and the state has not changed since (a handle closed with its claim
             // open; a new holder empties the slot before any claim of its own).
             let words = self.lock_words();
-            let abandoned = words.holder_gone() || (words.holder_pid().is_none() && d.state.load(Ordering::SeqCst) == state && self.published()? == (seq, slot));
+            let abandoned = words.holder_gone()
+                || (words.holder_pid().is_none() && d.state.load(Ordering::SeqCst) == state && self.published()? == (seq, slot));
             if abandoned {
                 return Err(Error::NewestLost { name: self.name.clone() });
             }

@@ -235,7 +235,10 @@ impl Stream {
             .into_iter()
             .filter(|&(i, p)| {
                 let e = self.reader(i);
-                Some(i) != self.owned_index() && p.is_alive() && e.mode.load(Ordering::Relaxed) != mode::CLOSED && role::writes(e.role.load(Ordering::Relaxed))
+                Some(i) != self.owned_index()
+                    && p.is_alive()
+                    && e.mode.load(Ordering::Relaxed) != mode::CLOSED
+                    && role::writes(e.role.load(Ordering::Relaxed))
             })
             .count()
     }
@@ -284,6 +287,10 @@ impl Stream {
 impl Stream {
     /// Mode of reader entry `i`.
     pub(crate) fn entry_mode(&self, i: u32) -> ReaderMode {
-        if self.reader(i).mode.load(Ordering::Relaxed) == mode::LOSSLESS { ReaderMode::Lossless } else { ReaderMode::Latest }
+        if self.reader(i).mode.load(Ordering::Relaxed) == mode::LOSSLESS {
+            ReaderMode::Lossless
+        } else {
+            ReaderMode::Latest
+        }
     }
 }

@@ -82,7 +82,10 @@ impl StreamSpec {
         }
         check_dtype(&self.dtype, self.itemsize).map_err(Error::InvalidArgument)?;
         if self.variable && (self.dtype != "|u1" || self.shape.len() != 1) {
-            return bad(format!("a variable-shape stream is recorded as |u1 of shape [capacity], got {} of shape {:?}", self.dtype, self.shape));
+            return bad(format!(
+                "a variable-shape stream is recorded as |u1 of shape [capacity], got {} of shape {:?}",
+                self.dtype, self.shape
+            ));
         }
         if !(2..=MAX_SLOTS).contains(&self.slots) {
             return bad(format!("slots must be between 2 and {MAX_SLOTS}, got {}", self.slots));
@@ -93,19 +96,20 @@ impl StreamSpec {
         if !(1..=MAX_READERS).contains(&self.max_readers) {
             return bad(format!("max_readers must be between 1 and {MAX_READERS}, got {}", self.max_readers));
         }
-        let frame_bytes = self
-            .frame_bytes()
-            .filter(|&b| b <= isize::MAX as u64 / 128)
-            .ok_or_else(|| match self.variable {
-                true => Error::InvalidArgument(format!("a capacity of {} bytes per frame is too large", self.shape[0])),
-                false => Error::InvalidArgument(format!("a frame of shape {:?} and itemsize {} is too large", self.shape, self.itemsize)),
-            })?;
+        let frame_bytes = self.frame_bytes().filter(|&b| b <= isize::MAX as u64 / 128).ok_or_else(|| match self.variable {
+            true => Error::InvalidArgument(format!("a capacity of {} bytes per frame is too large", self.shape[0])),
+            false => Error::InvalidArgument(format!("a frame of shape {:?} and itemsize {} is too large", self.shape, self.itemsize)),
+        })?;
         if let Some(device) = self.device {
             if self.variable {
                 return bad("a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory".into());
             }
             if self.dtype.starts_with('>') && self.itemsize > 1 {
-                return bad(format!("a device stream cannot hold big-endian dtype {}: CUDA devices are little-endian (use {})", numpy_name(&self.dtype), self.dtype.replacen('>', "<", 1)));
+                return bad(format!(
+                    "a device stream cannot hold big-endian dtype {}: CUDA devices are little-endian (use {})",
+                    numpy_name(&self.dtype),
+                    self.dtype.replacen('>', "<", 1)
+                ));
             }
             if device.ordinal >= MAX_DEVICE {
                 return bad(format!("device ordinal must be below {MAX_DEVICE}, got {}", device.ordinal));
@@ -121,8 +125,12 @@ impl StreamSpec {
 /// The ranges of a spec's counts and of a segment's permission bits: (field, lowest, highest).
 /// The bindings convert these arguments through [`count`], and Python shows the ranges
 /// (`framebus doctor --plan`) from here.
-pub const COUNT_LIMITS: [(&str, u64, u64); 4] =
-    [("slots", 2, MAX_SLOTS as u64), ("meta_capacity", 0, MAX_META as u64), ("max_readers", 1, MAX_READERS as u64), ("permissions", 0, 0o777)];
+pub const COUNT_LIMITS: [(&str, u64, u64); 4] = [
+    ("slots", 2, MAX_SLOTS as u64),
+    ("meta_capacity", 0, MAX_META as u64),
+    ("max_readers", 1, MAX_READERS as u64),
+    ("permissions", 0, 0o777),
+];
 
 /// `value` of count `field` (one of [`COUNT_LIMITS`]) as a spec stores it. `None` stands for a
 /// number too large for an i64; `shown` is the value as the caller wrote it, for the message.
@@ -130,7 +138,9 @@ pub fn count(field: &str, value: Option<i64>, shown: &str) -> Result<u32> {
     let (_, low, high) = COUNT_LIMITS.iter().find(|(f, _, _)| *f == field).copied().unwrap_or((field, 0, u64::from(u32::MAX)));
     match value.and_then(|v| u64::try_from(v).ok()) {
         Some(v) if (low..=high).contains(&v) => Ok(v as u32),
-        _ if field == "permissions" => Err(Error::InvalidArgument(format!("permissions must be file permission bits between 0o0 and 0o777 (such as 0o600), got {shown}"))),
+        _ if field == "permissions" => Err(Error::InvalidArgument(format!(
+            "permissions must be file permission bits between 0o0 and 0o777 (such as 0o600), got {shown}"
+        ))),
         _ => Err(Error::InvalidArgument(format!("{field} must be between {low} and {high}, got {shown}"))),
     }
 }
@@ -185,7 +195,9 @@ pub fn check_dtype(dtype: &str, itemsize: u32) -> std::result::Result<(), String
             }
             n
         }
-        _ if dtype.len() >= DTYPE_LEN => return Err(format!("dtype {dtype:?} is longer than {} bytes; it must be {expected}", DTYPE_LEN - 1)),
+        _ if dtype.len() >= DTYPE_LEN => {
+            return Err(format!("dtype {dtype:?} is longer than {} bytes; it must be {expected}", DTYPE_LEN - 1))
+        }
         _ => return Err(format!("dtype {dtype:?} is not {expected}")),
     };
     if width != itemsize {
@@ -198,7 +210,9 @@ pub fn check_dtype(dtype: &str, itemsize: u32) -> std::result::Result<(), String
 mod tests {
     #[test]
     fn numpy_names_and_count_ranges() {
-        for (dtype, name) in [("|u1", "uint8"), ("<f4", "float32"), ("|b1", "bool"), ("<i8", "int64"), ("<c16", "complex128"), (">f4", ">f4"), ("x", "x")] {
+        for (dtype, name) in
+            [("|u1", "uint8"), ("<f4", "float32"), ("|b1", "bool"), ("<i8", "int64"), ("<c16", "complex128"), (">f4", ">f4"), ("x", "x")]
+        {
             assert_eq!(numpy_name(dtype), name);
         }
         assert_eq!(count("slots", Some(4), "4").unwrap(), 4);
@@ -236,9 +250,24 @@ mod tests {
     #[test]
     fn accepts_every_number_type_numpy_writes() {
         for (dtype, itemsize) in [
-            ("|b1", 1), ("|i1", 1), ("|u1", 1), ("<i2", 2), (">u2", 2), ("<i4", 4), ("=u4", 4), ("<i8", 8),
-            (">u8", 8), ("<f2", 2), ("<f4", 4), (">f4", 4), ("<f8", 8), ("<f16", 16), ("<c8", 8),
-            ("<c16", 16), (">c32", 32), ("<u1", 1),
+            ("|b1", 1),
+            ("|i1", 1),
+            ("|u1", 1),
+            ("<i2", 2),
+            (">u2", 2),
+            ("<i4", 4),
+            ("=u4", 4),
+            ("<i8", 8),
+            (">u8", 8),
+            ("<f2", 2),
+            ("<f4", 4),
+            (">f4", 4),
+            ("<f8", 8),
+            ("<f16", 16),
+            ("<c8", 8),
+            ("<c16", 16),
+            (">c32", 32),
+            ("<u1", 1),
         ] {
             assert_eq!(check_dtype(dtype, itemsize), Ok(()), "{dtype}");
         }
@@ -247,10 +276,32 @@ mod tests {
     #[test]
     fn refuses_anything_else() {
         for (dtype, itemsize) in [
-            ("", 1), ("|O", 8), ("|O8", 8), ("<c16", 8), ("<f4", 8), ("|u1", 2), ("<f3", 3), ("|b2", 2),
-            ("<i16", 16), ("<f04", 4), ("<f+4", 4), ("<f", 4), ("f4", 4), ("float32", 4), ("<U4", 16),
-            ("|S3", 3), ("|V8", 8), ("<M8", 8), ("<m8", 8), ("|u1,|u1", 2), ("!f4", 4), (" <f4", 4),
-            ("<f4 ", 4), ("<f4\0", 4), ("<f\u{e9}", 4), ("<f4294967300", 4),
+            ("", 1),
+            ("|O", 8),
+            ("|O8", 8),
+            ("<c16", 8),
+            ("<f4", 8),
+            ("|u1", 2),
+            ("<f3", 3),
+            ("|b2", 2),
+            ("<i16", 16),
+            ("<f04", 4),
+            ("<f+4", 4),
+            ("<f", 4),
+            ("f4", 4),
+            ("float32", 4),
+            ("<U4", 16),
+            ("|S3", 3),
+            ("|V8", 8),
+            ("<M8", 8),
+            ("<m8", 8),
+            ("|u1,|u1", 2),
+            ("!f4", 4),
+            (" <f4", 4),
+            ("<f4 ", 4),
+            ("<f4\0", 4),
+            ("<f\u{e9}", 4),
+            ("<f4294967300", 4),
         ] {
             assert!(check_dtype(dtype, itemsize).is_err(), "{dtype:?} with itemsize {itemsize} was accepted");
         }

@@ -42,9 +42,19 @@ impl Stream {
 
     /// Writes a frame laid out by `plan_frame`: its table, then `data[i]` (exactly
     /// `table.arrays[i].nbytes` bytes each) at each array's offset, committed as one frame.
-    pub fn write_arrays(&self, table: &FrameTable, data: &[&[u8]], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+    pub fn write_arrays(
+        &self,
+        table: &FrameTable,
+        data: &[&[u8]],
+        info: &FrameInfo<'_>,
+        deadline: Deadline,
+        check: &mut dyn FnMut() -> bool,
+    ) -> Result<u64> {
         self.require_variable("write_arrays")?;
-        if data.len() != table.arrays.len() || table.arrays.iter().zip(data).any(|(a, d)| a.nbytes != d.len() as u64) || table.data_end > self.geometry.frame_bytes {
+        if data.len() != table.arrays.len()
+            || table.arrays.iter().zip(data).any(|(a, d)| a.nbytes != d.len() as u64)
+            || table.data_end > self.geometry.frame_bytes
+        {
             return Err(Error::InvalidArgument(format!("stream {:?}: the arrays given do not match the frame's table", self.name)));
         }
         self.check_frame(self.geometry.frame_bytes as usize, info)?;
@@ -59,7 +69,13 @@ impl Stream {
 
     /// Writes a frame given whole, table first (as a bridge receives it): the table is
     /// validated against this stream's capacity before anything is claimed.
-    pub fn write_raw_frame(&self, payload: &[u8], info: &FrameInfo<'_>, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<u64> {
+    pub fn write_raw_frame(
+        &self,
+        payload: &[u8],
+        info: &FrameInfo<'_>,
+        deadline: Deadline,
+        check: &mut dyn FnMut() -> bool,
+    ) -> Result<u64> {
         self.require_variable("write_raw_frame")?;
         let table = frame_table::decode(payload, self.geometry.frame_bytes)
             .map_err(|e| Error::InvalidFrameTable { name: self.name.clone(), reason: e.to_string() })?;
@@ -109,13 +125,21 @@ mod tests {
         let image = vec![7u8; 6 * 5 * 3];
         let boxes: Vec<u8> = (0..2 * 4 * 4).map(|i| i as u8).collect();
         let t = w
-            .plan_frame(&[ArraySpec { name: "image", dtype: "|u1", shape: &[6, 5, 3], bytes: false }, ArraySpec { name: "boxes", dtype: "<f4", shape: &[2, 4], bytes: false }], true, "")
+            .plan_frame(
+                &[
+                    ArraySpec { name: "image", dtype: "|u1", shape: &[6, 5, 3], bytes: false },
+                    ArraySpec { name: "boxes", dtype: "<f4", shape: &[2, 4], bytes: false },
+                ],
+                true,
+                "",
+            )
             .unwrap();
         w.write_arrays(&t, &[&image, &boxes], &FrameInfo::default(), Deadline::never(), &mut || true).unwrap();
         let got = r
             .read_latest(|f| {
                 let t = r.frame_table(f).unwrap();
-                let parts: Vec<Vec<u8>> = t.arrays.iter().map(|a| f.payload[a.offset as usize..(a.offset + a.nbytes) as usize].to_vec()).collect();
+                let parts: Vec<Vec<u8>> =
+                    t.arrays.iter().map(|a| f.payload[a.offset as usize..(a.offset + a.nbytes) as usize].to_vec()).collect();
                 (t, parts, f.payload.len() as u64)
             })
             .unwrap();
@@ -123,12 +147,17 @@ mod tests {
         assert_eq!(got.1, vec![image.clone(), boxes.clone()]);
         assert_eq!(got.2, t.data_end);
         // Too large: refused before a slot is claimed; the previous frame stays the newest.
-        assert!(matches!(w.plan_frame(&[ArraySpec { name: "", dtype: "|u1", shape: &[(1 << 16) + 1], bytes: true }], false, ""), Err(Error::InvalidArgument(m)) if m.contains("capacity of 65536")));
+        assert!(
+            matches!(w.plan_frame(&[ArraySpec { name: "", dtype: "|u1", shape: &[(1 << 16) + 1], bytes: true }], false, ""), Err(Error::InvalidArgument(m)) if m.contains("capacity of 65536"))
+        );
         // A raw frame with a damaged table is refused; a good one is copied as it is.
         let raw = r.read_latest(|f| f.payload.to_vec()).unwrap();
         let mut bad = raw.clone();
         bad[4] = 99;
-        assert!(matches!(w.write_raw_frame(&bad, &FrameInfo::default(), Deadline::never(), &mut || true), Err(Error::InvalidFrameTable { .. })));
+        assert!(matches!(
+            w.write_raw_frame(&bad, &FrameInfo::default(), Deadline::never(), &mut || true),
+            Err(Error::InvalidFrameTable { .. })
+        ));
         assert_eq!(r.latest_seq(), 1);
         w.write_raw_frame(&raw, &FrameInfo::default(), Deadline::never(), &mut || true).unwrap();
         assert_eq!(r.read_latest(|f| r.frame_table(f).unwrap()).unwrap(), t);

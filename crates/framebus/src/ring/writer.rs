@@ -13,13 +13,13 @@ use std::time::Instant;
 
 use super::handle::{now_ns, Stream};
 use super::kept::{Evict, KeptSlot};
-use super::reader::Pinned;
 use super::layout::{published, slot_state, state_seq, unpack_published, MAX_SEQ, WRITING};
 use super::protocol;
+use super::reader::Pinned;
 use crate::error::{Error, Result};
 use crate::sync::atomic::Ordering;
-use crate::sync::futex;
 use crate::sync::deadline::{Deadline, WAIT_SLICE};
+use crate::sync::futex;
 use crate::sync::lock::{my_token, Acquired, LockError, LockWords};
 
 /// Smallest frame whose slot a copy write may rewrite while it holds the newest frame: from
@@ -175,14 +175,18 @@ impl Stream {
         match e {
             LockError::Timeout => {
                 let holder = match self.lock_holder() {
-                    Some(pid) if pid == crate::process::ProcessId::current().pid => "another thread of this process (a write, an open loan or a lock() block)".to_owned(),
+                    Some(pid) if pid == crate::process::ProcessId::current().pid => {
+                        "another thread of this process (a write, an open loan or a lock() block)".to_owned()
+                    }
                     Some(pid) => format!("process {pid}"),
                     None => "nobody any more (it was just released)".to_owned(),
                 };
                 Error::LockBusy { name: self.name.clone(), seconds: deadline.map_or(0.0, |d| d.seconds()), holder }
             }
             LockError::Interrupted => Error::Interrupted,
-            LockError::NotOwner => Error::LockState { name: self.name.clone(), what: "cannot release the write lock: this thread does not hold it" },
+            LockError::NotOwner => {
+                Error::LockState { name: self.name.clone(), what: "cannot release the write lock: this thread does not hold it" }
+            }
         }
     }
 
@@ -273,7 +277,11 @@ impl Stream {
             }
             let Some(slice) = deadline.slice() else {
                 counted(waiting_since);
-                return Err(Error::NoFreeSlot { name: self.name.clone(), seconds: deadline.seconds(), holders: if deadline.is_probe() { String::new() } else { self.why_no_free_slot() } });
+                return Err(Error::NoFreeSlot {
+                    name: self.name.clone(),
+                    seconds: deadline.seconds(),
+                    holders: if deadline.is_probe() { String::new() } else { self.why_no_free_slot() },
+                });
             };
             if waiting_since.is_none() {
                 waiting_since = Some(Instant::now());
@@ -315,7 +323,9 @@ impl Stream {
         let newest_ok = latest > 0 && latest_slot < self.geometry.slot_count;
         if reuse == Reuse::NewestWhenTaken && rewrites && newest_ok && c.min_taken >= latest && c.pinned & (1 << latest_slot) == 0 {
             let state = self.slot(latest_slot).state.load(Ordering::SeqCst);
-            if state == slot_state(latest, false) && protocol::claim(&self.slot(latest_slot).state, state, 1 << latest_slot, self.pin_masks()) {
+            if state == slot_state(latest, false)
+                && protocol::claim(&self.slot(latest_slot).state, state, 1 << latest_slot, self.pin_masks())
+            {
                 return Some((latest_slot, latest + 1));
             }
             c.pinned |= 1 << latest_slot;
@@ -385,7 +395,10 @@ impl Stream {
     /// Checks a frame's size and metadata before anything is claimed.
     pub fn check_frame(&self, len: usize, info: &FrameInfo<'_>) -> Result<()> {
         if len as u64 != self.geometry.frame_bytes {
-            return Err(Error::InvalidArgument(format!("stream {:?} takes frames of {} bytes, got {len}", self.name, self.geometry.frame_bytes)));
+            return Err(Error::InvalidArgument(format!(
+                "stream {:?} takes frames of {} bytes, got {len}",
+                self.name, self.geometry.frame_bytes
+            )));
         }
         if info.meta.len() > self.geometry.meta_capacity as usize {
             return Err(Error::InvalidArgument(format!(
@@ -485,7 +498,9 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         desc.frame_id.store(frame_id, Ordering::Relaxed);
         let len = match s.spec.variable {
             // SAFETY: the claimed slot's payload is at least frame_bytes >= TABLE_BYTES long.
-            true => super::frame_table::recorded_len(unsafe { std::slice::from_raw_parts(s.payload(self.slot), 128) }, s.geometry.frame_bytes),
+            true => {
+                super::frame_table::recorded_len(unsafe { std::slice::from_raw_parts(s.payload(self.slot), 128) }, s.geometry.frame_bytes)
+            }
             false => s.geometry.frame_bytes,
         };
         desc.payload_len.store(len, Ordering::Relaxed);
@@ -559,4 +574,3 @@ impl<S: Deref<Target = Stream>> Drop for WriteGuard<S> {
         }
     }
 }
-

@@ -13,13 +13,29 @@ use std::os::unix::fs::FileTypeExt;
 /// entry that is not there (or cannot be looked at).
 pub fn not_regular(path: &str) -> Option<&'static str> {
     let kind = std::fs::symlink_metadata(path).ok()?.file_type();
-    describe(kind.is_file(), kind.is_symlink(), kind.is_dir(), kind.is_fifo(), kind.is_socket(), kind.is_char_device(), kind.is_block_device())
+    describe(
+        kind.is_file(),
+        kind.is_symlink(),
+        kind.is_dir(),
+        kind.is_fifo(),
+        kind.is_socket(),
+        kind.is_char_device(),
+        kind.is_block_device(),
+    )
 }
 
 /// What a file of `st_mode` is, in words, when it is not a regular file (see [`not_regular`]).
 pub fn not_regular_mode(st_mode: libc::mode_t) -> Option<&'static str> {
     let is = |t: libc::mode_t| st_mode & libc::S_IFMT == t;
-    describe(is(libc::S_IFREG), is(libc::S_IFLNK), is(libc::S_IFDIR), is(libc::S_IFIFO), is(libc::S_IFSOCK), is(libc::S_IFCHR), is(libc::S_IFBLK))
+    describe(
+        is(libc::S_IFREG),
+        is(libc::S_IFLNK),
+        is(libc::S_IFDIR),
+        is(libc::S_IFIFO),
+        is(libc::S_IFSOCK),
+        is(libc::S_IFCHR),
+        is(libc::S_IFBLK),
+    )
 }
 
 fn describe(file: bool, link: bool, dir: bool, fifo: bool, socket: bool, chr: bool, blk: bool) -> Option<&'static str> {

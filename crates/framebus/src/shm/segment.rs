@@ -43,9 +43,7 @@ impl Segment {
     pub fn create(stream: &str, len: u64, mode: u32) -> Result<Segment> {
         let cname = c_name(stream)?;
         // SAFETY: cname is a valid NUL-terminated string; shm_open has no other preconditions.
-        let fd = unsafe {
-            libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600)
-        };
+        let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600) };
         if fd < 0 {
             let err = io::Error::last_os_error();
             if let Some(e) = not_segment(stream) {
@@ -134,9 +132,7 @@ impl Segment {
         }
         // SAFETY: mapping a valid fd with a fresh address chosen by the kernel cannot alias any
         // Rust object; the result is checked for MAP_FAILED.
-        let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, self.fd.as_raw_fd(), offset as libc::off_t)
-        };
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, self.fd.as_raw_fd(), offset as libc::off_t) };
         if ptr == libc::MAP_FAILED {
             return Err(io_error("map", &self.name, io::Error::last_os_error()));
         }
@@ -257,7 +253,16 @@ impl Segment {
             // SAFETY: the caller guarantees the range maps this very file range and nothing
             // borrows it, so replacing it in place with another mapping of the same bytes
             // leaves every address valid.
-            unsafe { libc::mmap(addr.cast(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_FIXED | share, self.fd.as_raw_fd(), offset as libc::off_t) }
+            unsafe {
+                libc::mmap(
+                    addr.cast(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_FIXED | share,
+                    self.fd.as_raw_fd(),
+                    offset as libc::off_t,
+                )
+            }
         };
         if map_at(share) == libc::MAP_FAILED {
             let err = io::Error::last_os_error();
