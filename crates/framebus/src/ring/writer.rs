@@ -497,9 +497,10 @@ impl<S: Deref<Target = Stream>> WriteGuard<S> {
         desc.timestamp_ns.store(info.timestamp_ns.unwrap_or_else(now_ns), Ordering::Relaxed);
         desc.frame_id.store(frame_id, Ordering::Relaxed);
         let len = match s.spec.variable {
-            // SAFETY: the claimed slot's payload is at least frame_bytes >= TABLE_BYTES long.
             true => {
-                super::frame_table::recorded_len(unsafe { std::slice::from_raw_parts(s.payload(self.slot), 128) }, s.geometry.frame_bytes)
+                // SAFETY: the claimed slot's payload is at least frame_bytes >= TABLE_BYTES long.
+                let table = unsafe { std::slice::from_raw_parts(s.payload(self.slot), 128) };
+                super::frame_table::recorded_len(table, s.geometry.frame_bytes)
             }
             false => s.geometry.frame_bytes,
         };
