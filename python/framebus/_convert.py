@@ -9,56 +9,22 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import _native
 from .errors import InvalidArgumentError
 
 ShapeLike = Union[int, Sequence[int]]
 
-#: dtype kinds a stream can hold: bool, signed/unsigned integers, floats, complex.
-_KINDS = "biufc"
-
-#: The most bytes a frame may have (the core's bound, ``isize::MAX / 128``), so also the most
-#: elements a shape may have; every dimension then fits the core's 64-bit integers.
-MAX_FRAME_BYTES = (2**63 - 1) // 128
-
 
 def normalize_shape(shape: ShapeLike) -> Tuple[int, ...]:
-    """``shape`` as a tuple of positive ints (1 to 8 dimensions, at most ``MAX_FRAME_BYTES``
-    elements in all)."""
-    if isinstance(shape, (bool, np.bool_)):
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
-    dims: Tuple[int, ...]
-    try:
-        dims = (operator.index(shape),)  # type: ignore[arg-type]
-    except TypeError:
-        try:
-            dims = tuple(operator.index(d) for d in shape)  # type: ignore[union-attr]
-        except TypeError:
-            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
-    if not 1 <= len(dims) <= 8:
-        raise InvalidArgumentError(f"shape must have 1 to 8 dimensions, got {dims}")
-    if any(d <= 0 for d in dims):
-        raise InvalidArgumentError(f"shape dimensions must be positive, got {dims}")
-    elements = 1
-    for d in dims:
-        elements *= d
-    if elements > MAX_FRAME_BYTES:
-        raise InvalidArgumentError(
-            f"shape {dims} has {elements} elements; a frame may have at most {MAX_FRAME_BYTES} bytes"
-        )
-    return dims
+    """``shape`` as the tuple of a fixed-shape stream, checked by the core as ``create()``
+    checks it (InvalidArgumentError saying what is wrong, TypeError for what is no int)."""
+    return tuple(_native.check_shape(shape))
 
 
 def normalize_dtype(dtype: Any) -> np.dtype:
-    """``dtype`` as a NumPy dtype a stream can hold (numbers and bools, no objects/records)."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(f"dtype {dtype!r} is not a NumPy dtype: {exc}") from None
-    if dt.kind not in _KINDS or dt.fields is not None or dt.subdtype is not None:
-        raise InvalidArgumentError(
-            f"unsupported dtype {dt!r}: streams hold bool, integer, float or complex elements"
-        )
-    return dt
+    """``dtype`` as a NumPy dtype a stream can hold, checked by the core as ``create()`` checks
+    it (InvalidArgumentError for objects, strings or records, TypeError for what is no dtype)."""
+    return np.dtype(_native.check_dtype(dtype))
 
 
 def as_frame(value: Any, dtype: np.dtype, shape: Tuple[int, ...], name: str) -> np.ndarray:
@@ -205,19 +171,15 @@ def timeout_seconds(timeout: Any) -> Optional[float]:
     return seconds
 
 
-# -- variable-shape streams (frames that carry their own shape and dtype) -------------------
-
-#: Most dimensions of an array in a frame (the core's MAX_NDIM).
-MAX_NDIM = 8
-
-_BYTES_LIKE = (bytes, bytearray, memoryview)
+# -- variable-shape streams -------------------------------------------------------------------
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30}
 
 
 def parse_capacity(capacity: Any) -> int:
-    """``capacity`` (an int of bytes, or a string such as ``"32MiB"``, ``"500kB"``) as a
-    positive int; ValueError/TypeError saying what is wrong."""
+    """``capacity`` (an int of bytes, or a string such as ``"32MiB"``, ``"500kB"``) as an int,
+    checked by the core as ``create(capacity=)`` checks it; ValueError/TypeError saying what is
+    wrong."""
     if isinstance(capacity, str):
         text = capacity.strip().lower().replace(" ", "")
         digits = text.rstrip("abgikm")
@@ -230,45 +192,39 @@ def parse_capacity(capacity: Any) -> int:
             raise InvalidArgumentError(
                 f"capacity {capacity!r} is not a size; give bytes as an int or a string such as '32MiB', '500kB', '1GiB'"
             )
-        if value <= 0:
-            raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity!r}")
         capacity = int(value * _UNITS[unit])
     elif isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)):
         raise TypeError(f"capacity must be an int of bytes or a string such as '32MiB', got {capacity!r}")
-    if capacity <= 0:
-        raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity}")
-    if capacity > MAX_FRAME_BYTES:
-        raise InvalidArgumentError(f"capacity {capacity} is larger than a frame may be ({MAX_FRAME_BYTES} bytes)")
-    return int(capacity)
+    return int(_native.check_capacity(capacity))
 
 
-def _frame_shape(shape: Any) -> Tuple[int, ...]:
-    """``shape`` of one array of a variable-shape frame: 0 to 8 non-negative ints."""
+# The helpers below only convert a write's or a loan's Python values into arrays, dtypes and
+# ints. What a frame may hold (dimensions, number types, sizes) the core checks when it lays the
+# frame out, and the native module names the dtypes it refuses (TypeError).
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _ints(shape: Any) -> Tuple[int, ...]:
+    """``shape`` of one array of a variable-shape frame as a tuple of ints (an int or a
+    sequence of ints), else TypeError; their range is checked by the core."""
     if isinstance(shape, (bool, np.bool_)):
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
     try:
-        dims: Tuple[int, ...] = (operator.index(shape),)
+        return (operator.index(shape),)
     except TypeError:
         try:
-            dims = tuple(operator.index(d) for d in shape)
+            return tuple(operator.index(d) for d in shape)
         except TypeError:
             raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
-    if len(dims) > MAX_NDIM:
-        raise InvalidArgumentError(f"shape {dims} has {len(dims)} dimensions; at most {MAX_NDIM} are allowed")
-    if any(d < 0 or d >= 2**63 for d in dims):
-        raise InvalidArgumentError(f"shape dimensions must be from 0 to 2**63-1, got {dims}")
-    return dims
 
 
-def _frame_dtype(dtype: Any, what: str) -> np.dtype:
-    """``dtype`` of one array of a frame: a plain number type, else TypeError naming it."""
+def _dtype(dtype: Any, what: str) -> np.dtype:
+    """``dtype`` of one array of a frame as a NumPy dtype, else TypeError naming it."""
     try:
-        dt = np.dtype(dtype)
+        return np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"{what}: {dtype!r} is not a NumPy dtype: {exc}") from None
-    if dt.kind not in _KINDS or dt.fields is not None or dt.subdtype is not None:
-        raise TypeError(f"{what} has dtype {dt!r}; frames hold bool, integer, float or complex arrays (or bytes)")
-    return dt
 
 
 def _byte_array(value: Any) -> np.ndarray:
@@ -281,22 +237,19 @@ def _byte_array(value: Any) -> np.ndarray:
 
 
 def _frame_array(value: Any, stream: str, what: str) -> np.ndarray:
-    """``value`` as a C-contiguous array of a number type (a copy if it is not one)."""
+    """``value`` as a C-contiguous array (a copy if it is not one)."""
     if not isinstance(value, np.ndarray):
         try:
             value = np.asarray(value)
         except Exception as exc:  # noqa: BLE001 - any conversion failure becomes a TypeError
             raise TypeError(f"cannot convert {what} ({type(value).__name__}) to an array for stream {stream!r}: {exc}") from None
-    _frame_dtype(value.dtype, what)
-    if value.ndim > MAX_NDIM:
-        raise InvalidArgumentError(f"{what} has {value.ndim} dimensions; at most {MAX_NDIM} are allowed")
     return value if value.flags.c_contiguous else np.array(value, order="C")
 
 
 def frame_parts(value: Any, stream: str) -> Tuple[List[Tuple[str, np.ndarray, bool]], bool]:
     """What a write of ``value`` to a variable-shape stream is made of: ([(name, C-contiguous
-    array, is_bytes)], written as a dict). Raises TypeError for what is not numeric array data
-    or bytes, ValueError for an empty dict."""
+    array, is_bytes)], written as a dict). Raises TypeError for what is no array data, bytes or
+    dict of them, ValueError for an empty dict."""
     if isinstance(value, _BYTES_LIKE):
         return [("", _byte_array(value), True)], False
     if isinstance(value, Mapping):
@@ -314,10 +267,11 @@ def frame_parts(value: Any, stream: str) -> Tuple[List[Tuple[str, np.ndarray, bo
     return [("", _frame_array(value, stream, "the frame"), False)], False
 
 
-def loan_layout(shape: Any, dtype: Any, nbytes: Any, arrays: Any) -> Tuple[List[Tuple[str, str, List[int], bool]], bool]:
+def loan_layout(shape: Any, dtype: Any, nbytes: Any, arrays: Any) -> Tuple[List[Tuple[str, np.dtype, Tuple[int, ...], bool]], bool]:
     """What a loan of a variable-shape stream lays out, from exactly one of ``shape`` (with
-    ``dtype``), ``nbytes`` or ``arrays`` ({name: (shape, dtype)}): ([(name, dtype.str, shape,
-    is_bytes)], is a dict). ValueError/TypeError saying what is wrong."""
+    ``dtype``), ``nbytes`` or ``arrays`` ({name: (shape, dtype)}): ([(name, dtype, shape,
+    is_bytes)], is a dict). ValueError/TypeError for arguments that do not fit together or are
+    of the wrong type."""
     given = [label for label, v in (("shape", shape), ("nbytes", nbytes), ("arrays", arrays)) if v is not None]
     if len(given) != 1:
         raise InvalidArgumentError(
@@ -329,11 +283,11 @@ def loan_layout(shape: Any, dtype: Any, nbytes: Any, arrays: Any) -> Tuple[List[
             raise InvalidArgumentError("loan(nbytes=) lays out a byte payload; leave dtype out")
         if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)):
             raise TypeError(f"nbytes must be an int, got {nbytes!r}")
-        return [("", "|u1", list(_frame_shape((int(nbytes),))), True)], False
+        return [("", np.dtype(np.uint8), (int(nbytes),), True)], False
     if shape is not None:
         if dtype is None:
             raise InvalidArgumentError("loan(shape=) needs dtype= too (for example dtype=np.uint8)")
-        return [("", _frame_dtype(dtype, "the loan").str, list(_frame_shape(shape)), False)], False
+        return [("", _dtype(dtype, "the loan"), _ints(shape), False)], False
     if dtype is not None:
         raise InvalidArgumentError("loan(arrays=) gives each array's dtype; leave dtype out")
     if not isinstance(arrays, Mapping) or not arrays:
@@ -346,5 +300,5 @@ def loan_layout(shape: Any, dtype: Any, nbytes: Any, arrays: Any) -> Tuple[List[
             sub_shape, sub_dtype = spec
         except (TypeError, ValueError):
             raise TypeError(f"arrays[{name!r}] must be a (shape, dtype) pair, got {spec!r}") from None
-        out.append((name, _frame_dtype(sub_dtype, f"array {name!r}").str, list(_frame_shape(sub_shape)), False))
+        out.append((name, _dtype(sub_dtype, f"array {name!r}"), _ints(sub_shape), False))
     return out, True

@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "Loan", "Stream", "__version__", "_ArrayHeader", "_FrameHeader", "_Opened", "_SlotHeader", "_open", "_pipe_flush_at_exit", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "MAX_FRAME_BYTES", "Loan", "PROBLEM_KINDS", "Stream", "__version__", "_ArrayHeader", "_FrameHeader", "_Opened", "_SlotHeader", "_open", "_pipe_flush_at_exit", "check_capacity", "check_dtype", "check_shape", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -26,6 +26,10 @@ MAX_ARRAY_NAME: int
 #: by name: FRAMEBUS_NO_CUDA_DRIVER, FRAMEBUS_BAD_SETTING, FRAMEBUS_GPU_NOT_BUILT. They are the
 #: ``code``/``code_name`` of a DeviceError and ``error_code``/``error_name`` of ``gpu_info()``.
 DOOR_CODES: Dict[str, int]
+#: Most bytes a frame may have (a variable-shape stream's frame: its table and capacity).
+MAX_FRAME_BYTES: int
+#: The codes of ``stream_info()["problem_kind"]``: why a segment could not be read.
+PROBLEM_KINDS: List[str]
 
 @disjoint_base
 class Stream:
@@ -38,22 +42,25 @@ class Stream:
         *,
         mode: str = "latest",
         create: bool = False,
-        dtype: Optional[str] = None,
-        itemsize: Optional[int] = None,
-        shape: Optional[List[int]] = None,
+        shape: Any = None,
+        dtype: Any = None,
+        capacity: Optional[int] = None,
+        size: Optional[int] = None,
         slots: Optional[int] = None,
         meta_capacity: Optional[int] = None,
         max_readers: Optional[int] = None,
         permissions: Optional[int] = None,
         exist_ok: bool = False,
-        variable: bool = False,
         _opened: Optional["_Opened"] = None,
     ) -> "Stream":
         """Opens the host stream ``name`` as a ``mode`` reader (a device stream only through its
         CPU mirror; InvalidArgumentError for one this process reaches through the GPU: open it
-        as a DeviceStream), or with ``create=True`` creates it (the core checks every value;
-        ``framebus.create`` is the documented way). ``_opened`` adopts a handle ``_open``
-        opened."""
+        as a DeviceStream), or with ``create=True`` creates it from ``shape`` (an int or a
+        sequence of ints) and ``dtype`` (anything ``numpy.dtype()`` takes), or from ``capacity``
+        (an int of bytes: a variable-shape stream), with ``size`` a cross-check of a fixed
+        shape's frame bytes. The core checks every value (InvalidArgumentError saying what is
+        wrong, TypeError for a value of the wrong type); ``framebus.create`` is the documented
+        way. ``_opened`` adopts a handle ``_open`` opened."""
     @property
     def name(self) -> str: ...
     @property
@@ -269,9 +276,10 @@ class DeviceStream(Stream):
         *,
         mode: str = "latest",
         create: bool = False,
-        dtype: Optional[str] = None,
-        itemsize: Optional[int] = None,
-        shape: Optional[List[int]] = None,
+        shape: Any = None,
+        dtype: Any = None,
+        capacity: Optional[int] = None,
+        size: Optional[int] = None,
         slots: Optional[int] = None,
         meta_capacity: Optional[int] = None,
         max_readers: Optional[int] = None,
@@ -606,6 +614,17 @@ def segment_bytes(frame_bytes: int, slots: int, *, meta_capacity: int = 256, max
     capacity plus FRAME_TABLE_BYTES) and ``slots`` slots takes, as create() lays it out.
     ValueError when the sizes overflow."""
 def gc(*, dry_run: bool = False) -> List[str]: ...
+def check_shape(shape: Any) -> Tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints) as the tuple a fixed-shape stream would have,
+    checked as ``create()`` checks it (InvalidArgumentError saying what is wrong, TypeError for
+    what is no int); nothing is created."""
+def check_dtype(dtype: Any) -> str:
+    """``dtype`` (anything ``numpy.dtype()`` takes) as the ``dtype.str`` a fixed-shape stream
+    would hold, checked as ``create()`` checks it: InvalidArgumentError for a dtype no stream
+    holds (objects, strings, records), TypeError for what is no dtype."""
+def check_capacity(capacity: Any) -> int:
+    """``capacity`` (an int of bytes) as a variable-shape stream would take it, checked as
+    ``create(capacity=)`` checks it."""
 def copy_plan(nbytes: Optional[int] = None) -> Dict[str, Any]:
     """How this process copies frames (decided once from the machine and the FRAMEBUS_COPY,
     FRAMEBUS_COPY_THREADS, FRAMEBUS_HUGEPAGES, FRAMEBUS_PREFAULT environment variables): keys

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import errno as _errno
 import math
-import operator
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _native
-from ._convert import ShapeLike, normalize_dtype, normalize_shape, parse_capacity, timeout_seconds
+from ._convert import ShapeLike, parse_capacity, timeout_seconds
 from ._device import parse_device
 from .errors import (
     InvalidArgumentError,
@@ -409,44 +408,21 @@ def create(
             f"create() takes permissions={oct(mode) if type(mode) is int else '0o600'} for the file permission bits "
             "(default 0o600), not mode=: mode= is open()'s reader mode ('latest' or 'lossless')"
         )
-    if shape is None and capacity is None:
-        raise TypeError(
-            "create() needs shape= (every frame has that shape and dtype) or capacity= (bytes per frame; "
-            "each frame has its own shape and dtype)"
-        )
-    if shape is not None and capacity is not None:
-        raise InvalidArgumentError("give either shape= or capacity=, not both")
-    variable = capacity is not None
-    dims: Tuple[int, ...]
-    if variable:
-        if size is not None:
-            raise InvalidArgumentError("size= cross-checks a fixed shape; a stream created with capacity= takes no size")
-        dims, dt = (parse_capacity(capacity),), np.dtype(np.uint8)
-    else:
-        dims = normalize_shape(shape)  # type: ignore[arg-type]  # not None: checked above
-        dt = normalize_dtype(dtype)
-    nbytes = int(np.prod(dims, dtype=object)) * dt.itemsize
-    if size is not None and operator.index(size) != nbytes:
-        raise InvalidArgumentError(
-            f"size={size} does not match shape {dims} and dtype {dt} ({nbytes} bytes); omit size or fix it"
-        )
+    if capacity is not None:
+        capacity = parse_capacity(capacity)  # "32MiB" -> bytes
     ordinal = parse_device(device)
+    # The native constructors check shape, dtype, capacity and size (the core's limits).
     stream: Stream
     if ordinal is None:
         if cpu_mirror:
             raise InvalidArgumentError('cpu_mirror=True needs a device stream (device="cuda:0"): a host stream is already in host memory')
         stream = Stream(
-            name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
-            max_readers=max_readers, permissions=permissions, exist_ok=exist_ok, variable=variable,
+            name, create=True, shape=shape, dtype=dtype, capacity=capacity, size=size, slots=slots, meta_capacity=meta_capacity,
+            max_readers=max_readers, permissions=permissions, exist_ok=exist_ok,
         )
     else:
-        if variable:
-            raise InvalidArgumentError(
-                "a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory; "
-                "create it with shape= and dtype="
-            )
         stream = DEVICE_CLASSES["plain"](
-            name, create=True, dtype=dt.str, itemsize=dt.itemsize, shape=list(dims), slots=slots, meta_capacity=meta_capacity,
+            name, create=True, shape=shape, dtype=dtype, capacity=capacity, size=size, slots=slots, meta_capacity=meta_capacity,
             max_readers=max_readers, permissions=permissions, exist_ok=exist_ok, device=ordinal, cpu_mirror=bool(cpu_mirror),
         )
     stream._auto_unlink = bool(auto_unlink)

@@ -39,7 +39,13 @@ class StreamInfo:
     frames_written: int
     bytes_written: int
     lock_holder: Optional[int]
+    #: Why the segment could not be read (text for people), or None.
     problem: Optional[str]
+    #: The same as a code to decide on, one of ``_native.PROBLEM_KINDS``: "not_ready" (not
+    #: initialised: its creator is still setting it up, or died or got stuck doing so; gc
+    #: removes it once it is stale), "incompatible" (a layout version this framebus cannot
+    #: read), "corrupt" (damaged, or no framebus stream), "other"; None when it was read.
+    problem_kind: Optional[str]
     stale: bool
     #: Only from :func:`stat`: the writer's counters (``pid``, ``alive``, ``frames_written``,
     #: ``bytes_written``, ``write_waits``, ``write_wait_ns``, ``latest_seq``, ``latest_ns``,

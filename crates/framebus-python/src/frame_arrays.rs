@@ -397,8 +397,7 @@ pub fn source<'py>(py: Python<'py>, value: &Bound<'py, PyAny>, stream: &str) -> 
         .into_iter()
         .map(|(name, array, bytes)| {
             let array = array.cast_into::<PyUntypedArray>()?;
-            let dtype = number_dtype_str(&array.dtype())
-                .ok_or_else(|| PyTypeError::new_err(format!("array {name:?} has dtype {}, not a number type", array.dtype())))?;
+            let dtype = number_dtype_str(&array.dtype()).ok_or_else(|| not_a_number_type(&name, &array.dtype()))?;
             let shape = array.shape().iter().map(|&d| d as u64).collect();
             Ok(SourcePart { name, array, dtype, shape, bytes })
         })
@@ -419,8 +418,20 @@ pub type LoanLayout = (Vec<(String, String, Vec<u64>, bool)>, bool);
 pub type LoanArgs<'a, 'py> =
     (Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>, Option<&'a Bound<'py, PyAny>>);
 
+/// One array of a loan as `framebus._convert.loan_layout` gives it: name, dtype, dimensions
+/// (Python ints), whether it is a byte payload.
+type LoanPart<'py> = (String, Bound<'py, PyArrayDescr>, Vec<Bound<'py, PyAny>>, bool);
+
+/// The TypeError of an array (`name`, "" for a frame of one array) whose dtype no frame holds.
+fn not_a_number_type(name: &str, dtype: &Bound<'_, PyArrayDescr>) -> PyErr {
+    let what = if name.is_empty() { "the frame".to_owned() } else { format!("array {name:?}") };
+    PyTypeError::new_err(format!("{what} has dtype {dtype}; frames hold bool, integer, float or complex arrays (or bytes)"))
+}
+
 /// Parses a loan's layout arguments (through `framebus._convert.loan_layout`, which raises
-/// TypeError/ValueError naming what is wrong).
+/// TypeError/ValueError for arguments that do not fit together or are of the wrong type): a
+/// dtype no frame holds is a TypeError, a dimension outside 0..2**64-1 a ValueError; the
+/// core checks the rest when it lays the frame out.
 pub fn loan_layout(
     py: Python<'_>,
     shape: Option<&Bound<'_, PyAny>>,
@@ -430,5 +441,16 @@ pub fn loan_layout(
 ) -> PyResult<LoanLayout> {
     static LOAN_LAYOUT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let f = LOAN_LAYOUT.get_or_try_init(py, || py.import("framebus._convert")?.getattr("loan_layout").map(Bound::unbind))?;
-    f.bind(py).call1((shape, dtype, nbytes, arrays))?.extract()
+    let (parts, named): (Vec<LoanPart<'_>>, bool) = f.bind(py).call1((shape, dtype, nbytes, arrays))?.extract()?;
+    let mut out = Vec::with_capacity(parts.len());
+    for (name, descr, dims, bytes) in parts {
+        let dtype = number_dtype_str(&descr).ok_or_else(|| not_a_number_type(&name, &descr))?;
+        let what = if bytes { "nbytes" } else { "a loan's shape dimension" };
+        let dims = dims
+            .iter()
+            .map(|d| d.extract::<u64>().map_err(|e| crate::args::out_of_range(d, e, what, "0 to 2**64-1")))
+            .collect::<PyResult<Vec<u64>>>()?;
+        out.push((name, dtype, dims, bytes));
+    }
+    Ok((out, named))
 }

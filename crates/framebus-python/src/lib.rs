@@ -19,6 +19,7 @@ mod header;
 mod loan;
 mod monitor;
 mod pipe;
+mod spec_args;
 mod stream;
 mod stream_device;
 mod stream_fixed;
@@ -56,6 +57,7 @@ fn info_dict<'py>(py: Python<'py>, i: &framebus::StreamInfo) -> PyResult<Bound<'
     d.set_item("device", device.map(|d| format!("cuda:{}", d.ordinal)))?;
     d.set_item("cpu_mirror", device.is_some_and(|d| d.cpu_mirror))?;
     d.set_item("problem", &i.problem)?;
+    d.set_item("problem_kind", i.problem_kind.map(framebus::recovery::ProblemKind::code))?;
     d.set_item("creator_pid", i.creator_pid)?;
     d.set_item("creator_alive", i.creator_alive)?;
     d.set_item("attached", i.attached)?;
@@ -115,6 +117,30 @@ int_arg!(slots_arg, u32, "slots", "0 to 2**32-1");
 int_arg!(meta_capacity_arg, u32, "meta_capacity", "0 to 2**32-1");
 int_arg!(max_readers_arg, u32, "max_readers", "0 to 2**32-1");
 
+/// ``shape`` (an int or a sequence of ints) as the tuple a fixed-shape stream would have,
+/// checked as ``create()`` checks it (InvalidArgumentError saying what is wrong, TypeError for
+/// what is no int); nothing is created.
+#[pyfunction]
+fn check_shape<'py>(py: Python<'py>, shape: &Bound<'py, PyAny>) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    pyo3::types::PyTuple::new(py, spec_args::shape(shape)?)
+}
+
+/// ``dtype`` (anything ``numpy.dtype()`` takes) as the ``dtype.str`` a fixed-shape stream would
+/// hold, checked as ``create()`` checks it: InvalidArgumentError for a dtype no stream holds
+/// (objects, strings, records; streams hold bool, integer, float and complex elements),
+/// TypeError for what is no dtype.
+#[pyfunction]
+fn check_dtype(py: Python<'_>, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    spec_args::dtype(dtype, py)
+}
+
+/// ``capacity`` (an int of bytes) as a variable-shape stream would take it, checked as
+/// ``create(capacity=)`` checks it.
+#[pyfunction]
+fn check_capacity(capacity: &Bound<'_, PyAny>) -> PyResult<u64> {
+    spec_args::capacity(capacity)
+}
+
 /// Removes stale streams; returns their names.
 #[pyfunction]
 #[pyo3(signature = (*, dry_run = false))]
@@ -135,6 +161,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         limits.set_item(field, (low, high))?;
     }
     m.add("COUNT_LIMITS", limits)?;
+    m.add("MAX_FRAME_BYTES", framebus::ring::MAX_FRAME_BYTES)?;
+    m.add("PROBLEM_KINDS", framebus::recovery::ProblemKind::ALL.map(framebus::recovery::ProblemKind::code).to_vec())?;
     m.add("ERROR_KINDS", errors::ErrorKind::ALL.map(errors::ErrorKind::name).to_vec())?;
     m.add("FRAME_TABLE_BYTES", framebus::ring::frame_table::TABLE_BYTES)?;
     m.add("MAX_FRAME_ARRAYS", framebus::ring::frame_table::MAX_ARRAYS)?;
@@ -163,6 +191,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_info, m)?)?;
     m.add_function(wrap_pyfunction!(list_info, m)?)?;
     m.add_function(wrap_pyfunction!(gc, m)?)?;
+    m.add_function(wrap_pyfunction!(check_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(check_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(check_capacity, m)?)?;
     m.add_function(wrap_pyfunction!(segment_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(monitor::stream_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tuning::copy_plan, m)?)?;

@@ -283,24 +283,24 @@ pub(crate) fn reader_mode(py: Python<'_>, mode: &str) -> PyResult<ReaderMode> {
 
 /// The creation keywords of both native stream classes.
 pub(crate) struct CreateArgs<'a, 'py> {
-    pub dtype: Option<String>,
-    pub itemsize: Option<u32>,
-    pub shape: Option<Vec<u64>>,
+    /// A fixed shape (an int or a sequence of ints) and dtype (anything `numpy.dtype()` takes),
+    /// or a variable-shape stream's capacity (an int of bytes); `size` cross-checks a fixed
+    /// shape's frame bytes. As the caller gave them: the core checks them (spec_args.rs).
+    pub shape: Option<&'a Bound<'py, PyAny>>,
+    pub dtype: Option<&'a Bound<'py, PyAny>>,
+    pub capacity: Option<&'a Bound<'py, PyAny>>,
+    pub size: Option<&'a Bound<'py, PyAny>>,
     pub slots: Option<&'a Bound<'py, PyAny>>,
     pub meta_capacity: Option<&'a Bound<'py, PyAny>>,
     pub max_readers: Option<&'a Bound<'py, PyAny>>,
     pub permissions: Option<&'a Bound<'py, PyAny>>,
     pub exist_ok: bool,
-    pub variable: bool,
     pub device: Option<framebus::ring::DeviceSpec>,
 }
 
 /// The core's spec and options of a stream to create.
 pub(crate) fn create_args(py: Python<'_>, a: CreateArgs<'_, '_>) -> PyResult<(StreamSpec, CreateOptions)> {
-    let (Some(dtype), Some(itemsize), Some(shape)) = (a.dtype, a.itemsize, a.shape) else {
-        return Err(pyo3::exceptions::PyTypeError::new_err("creating a stream (create=True) needs dtype=, itemsize= and shape="));
-    };
-    let mut spec = StreamSpec { variable: a.variable, device: a.device, ..StreamSpec::new(dtype, itemsize, shape) };
+    let mut spec = StreamSpec { device: a.device, ..crate::spec_args::spec(py, a.shape, a.dtype, a.capacity, a.size)? };
     let mut options = CreateOptions { exist_ok: a.exist_ok, ..CreateOptions::default() };
     spec.slots = spec_count(py, "slots", a.slots)?.unwrap_or(spec.slots);
     spec.meta_capacity = spec_count(py, "meta_capacity", a.meta_capacity)?.unwrap_or(spec.meta_capacity);
@@ -369,26 +369,28 @@ pub(crate) fn info_tuple<'py>(py: Python<'py>, arr: Bound<'py, PyAny>, info: Opt
 impl PyStream {
     /// Opens the host stream ``name`` as a ``mode`` reader (a device stream only through its CPU
     /// mirror: ``framebus.open`` gives a DeviceStream for the GPU), or with ``create=True``
-    /// creates it from the keywords (``dtype``/``itemsize``/``shape``, or ``variable=True`` with
-    /// ``shape=[capacity]`` of ``|u1``). ``_opened`` adopts a handle ``_open()`` opened. The core
-    /// checks every value; unset counts take the core's defaults.
+    /// creates it from the keywords: ``shape`` (an int or a sequence of ints) and ``dtype``
+    /// (anything ``numpy.dtype()`` takes), or ``capacity`` (an int of bytes: a variable-shape
+    /// stream), and ``size``, a cross-check of a fixed shape's frame bytes. ``_opened`` adopts a
+    /// handle ``_open()`` opened. The core checks every value and says what is wrong
+    /// (spec_args.rs); unset counts take the core's defaults.
     #[new]
-    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, variable = false, _opened = None))]
+    #[pyo3(signature = (name, *, mode = "latest", create = false, shape = None, dtype = None, capacity = None, size = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, _opened = None))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         name: &str,
         mode: &str,
         create: bool,
-        dtype: Option<String>,
-        itemsize: Option<u32>,
-        shape: Option<Vec<u64>>,
+        shape: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        capacity: Option<&Bound<'_, PyAny>>,
+        size: Option<&Bound<'_, PyAny>>,
         slots: Option<&Bound<'_, PyAny>>,
         meta_capacity: Option<&Bound<'_, PyAny>>,
         max_readers: Option<&Bound<'_, PyAny>>,
         permissions: Option<&Bound<'_, PyAny>>,
         exist_ok: bool,
-        variable: bool,
         _opened: Option<&Bound<'_, PyOpened>>,
     ) -> PyResult<Self> {
         let stream = match _opened {
@@ -396,7 +398,7 @@ impl PyStream {
             None if create => {
                 let (spec, options) = create_args(
                     py,
-                    CreateArgs { dtype, itemsize, shape, slots, meta_capacity, max_readers, permissions, exist_ok, variable, device: None },
+                    CreateArgs { shape, dtype, capacity, size, slots, meta_capacity, max_readers, permissions, exist_ok, device: None },
                 )?;
                 Arc::new(py.detach(|| framebus::Stream::create(name, &spec, &options)).map_err(CoreError)?)
             }

@@ -185,16 +185,17 @@ impl PyDeviceStream {
     /// ``cpu_mirror`` to keep a copy of every frame in host memory). ``_opened`` adopts a
     /// handle ``_open()`` opened.
     #[new]
-    #[pyo3(signature = (name, *, mode = "latest", create = false, dtype = None, itemsize = None, shape = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, device = 0, cpu_mirror = false, _opened = None))]
+    #[pyo3(signature = (name, *, mode = "latest", create = false, shape = None, dtype = None, capacity = None, size = None, slots = None, meta_capacity = None, max_readers = None, permissions = None, exist_ok = false, device = 0, cpu_mirror = false, _opened = None))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
         name: &str,
         mode: &str,
         create: bool,
-        dtype: Option<String>,
-        itemsize: Option<u32>,
-        shape: Option<Vec<u64>>,
+        shape: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        capacity: Option<&Bound<'_, PyAny>>,
+        size: Option<&Bound<'_, PyAny>>,
         slots: Option<&Bound<'_, PyAny>>,
         meta_capacity: Option<&Bound<'_, PyAny>>,
         max_readers: Option<&Bound<'_, PyAny>>,
@@ -210,18 +211,7 @@ impl PyDeviceStream {
                 let device = Some(framebus::ring::DeviceSpec { ordinal: device, cpu_mirror });
                 let (spec, options) = create_args(
                     py,
-                    CreateArgs {
-                        dtype,
-                        itemsize,
-                        shape,
-                        slots,
-                        meta_capacity,
-                        max_readers,
-                        permissions,
-                        exist_ok,
-                        variable: false,
-                        device,
-                    },
+                    CreateArgs { shape, dtype, capacity, size, slots, meta_capacity, max_readers, permissions, exist_ok, device },
                 )?;
                 py.detach(|| DeviceStream::create(name, &spec, &options)).map_err(CoreError)?
             }

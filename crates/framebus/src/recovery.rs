@@ -13,6 +13,46 @@ use crate::sync::atomic::Ordering;
 /// A segment younger than this whose creator is unknown may still be being created.
 const CREATION_GRACE: Duration = Duration::from_secs(5);
 
+/// Why a segment could not be read, for callers that decide on it (`StreamInfo::problem` is
+/// the text for people).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// Not initialised: its creator is still setting it up, or died or got stuck doing so (then
+    /// `gc` removes it once it is stale).
+    NotReady,
+    /// A layout version this framebus cannot read.
+    Incompatible,
+    /// Damaged, or no framebus stream.
+    Corrupt,
+    /// Any other failure to read it.
+    Other,
+}
+
+impl ProblemKind {
+    /// Every kind, in the order of their codes' documentation.
+    pub const ALL: [ProblemKind; 4] = [ProblemKind::NotReady, ProblemKind::Incompatible, ProblemKind::Corrupt, ProblemKind::Other];
+
+    /// The kind's code as the bindings pass it on ("not_ready", "incompatible", "corrupt", "other").
+    pub fn code(self) -> &'static str {
+        match self {
+            ProblemKind::NotReady => "not_ready",
+            ProblemKind::Incompatible => "incompatible",
+            ProblemKind::Corrupt => "corrupt",
+            ProblemKind::Other => "other",
+        }
+    }
+
+    /// The kind of the error that kept a segment from being read.
+    pub fn of(e: &Error) -> ProblemKind {
+        match e {
+            Error::NotReady { .. } => ProblemKind::NotReady,
+            Error::IncompatibleVersion { .. } => ProblemKind::Incompatible,
+            Error::Corrupt { .. } | Error::NotSegment { .. } => ProblemKind::Corrupt,
+            _ => ProblemKind::Other,
+        }
+    }
+}
+
 /// What `framebus ls` shows about one stream.
 #[derive(Clone, Debug)]
 pub struct StreamInfo {
@@ -22,6 +62,8 @@ pub struct StreamInfo {
     pub spec: Option<StreamSpec>,
     /// Why the segment could not be read, if it could not.
     pub problem: Option<String>,
+    /// The same as a code to decide on.
+    pub problem_kind: Option<ProblemKind>,
     pub creator_pid: u32,
     pub creator_alive: bool,
     /// Live attached handles, and how many of them are lossless readers.
@@ -65,6 +107,7 @@ pub fn info(stream: &str) -> Result<StreamInfo> {
         path: path.clone(),
         spec: None,
         problem: None,
+        problem_kind: None,
         creator_pid: 0,
         creator_alive: false,
         attached: 0,
@@ -102,6 +145,7 @@ pub fn info(stream: &str) -> Result<StreamInfo> {
             out.creator_alive = if creator.pid == 0 { segment_age(&path).is_none_or(|a| a < CREATION_GRACE) } else { creator.is_alive() };
             out.stale = !out.creator_alive && matches!(e, Error::NotReady { .. });
             out.problem = Some(e.to_string());
+            out.problem_kind = Some(ProblemKind::of(&e));
         }
     }
     Ok(out)

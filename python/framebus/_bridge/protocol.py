@@ -17,15 +17,16 @@ ACK        sub -> pub u64 source_id, u64 seq: the frame is in the local stream (
 HEARTBEAT  both       pub -> sub: u64 epoch; sub -> pub: empty
 BYE        both       empty: the sender stops (the other end forgets it at once)
 RESET      pub -> sub empty: "I do not know you" (the publisher restarted); answer with HELLO
-REFUSE     pub -> sub UTF-8 text: why the publisher will not serve this subscriber
+REFUSE     pub -> sub UTF-8 text: why the publisher will not serve this subscriber; the
+                      prefix's flags say which refusal it is (``REFUSE_CODES``)
 END        pub -> sub u64 source_id, u64 seq: the source's writer ended the stream after frame
                       ``seq``; sent after that frame, and again after WELCOME to a subscriber that
                       (re)connects while the source is still ended. The subscriber ends its local
                       stream (``Stream.end()``); the next FRAME starts it again
 =========  =========  ======================================================================
 
-A receiver checks magic and version first. A peer of another version gets REFUSE (whose body
-format never changes) and is not served; a message without the magic is reported as
+A receiver checks magic and version first. A peer of another version gets REFUSE (whose format
+never changes: the prefix, then the reason as text) and is not served; a message without the magic is reported as
 ProtocolError. The whole frame spec travels in every FRAME header, so a subscriber checks each
 frame against its local stream and can never write a frame of one spec into a stream of another.
 
@@ -43,6 +44,12 @@ F_PACKET (the payload is an encoded packet without its frame table, written with
 latest mode every such frame is stored, none replaced by a newer one). A version 3 subscriber
 would take a packet for a frame with a table and stop on a malformed-frame error, so versions 3
 and 4 refuse each other.
+
+A REFUSE carries its code in the prefix's flags, which every version reads at the same place:
+REFUSE_VERSION (another protocol version) or REFUSE_MODE (the subscriber asked for the other
+reader mode); 0 (REFUSE_UNSPECIFIED) comes from a publisher that predates the codes. The
+subscriber picks its exception from the code, never from the text (a peer that sends 0 gets
+ProtocolError); a subscriber that predates the codes ignores the flags, so no version changed.
 """
 
 from __future__ import annotations
@@ -162,14 +169,23 @@ def pack_u64(kind: int, value: int) -> bytes:
     return prefix(kind) + U64.pack(value)
 
 
-def pack_refuse(reason: str) -> bytes:
-    """A REFUSE message (its format is the same in every protocol version)."""
-    return prefix(REFUSE) + reason.encode("utf-8", "replace")
+#: Why a publisher refuses a subscriber, carried in a REFUSE's flags: no code (a publisher that
+#: predates them), another protocol version, the other reader mode.
+REFUSE_UNSPECIFIED, REFUSE_VERSION, REFUSE_MODE = 0, 1, 2
+REFUSE_CODES = (REFUSE_UNSPECIFIED, REFUSE_VERSION, REFUSE_MODE)
 
 
-def unpack_refuse(msg: Buffer) -> str:
-    """The reason carried by a REFUSE message."""
-    return bytes(msg[PREFIX.size:]).decode("utf-8", "replace")
+def pack_refuse(reason: str, code: int) -> bytes:
+    """A REFUSE message with ``code`` (one of ``REFUSE_CODES``) and the ``reason`` for people;
+    its format is the same in every protocol version."""
+    return prefix(REFUSE, code) + reason.encode("utf-8", "replace")
+
+
+def unpack_refuse(msg: Buffer) -> Tuple[int, str]:
+    """(code, reason) of a REFUSE message: the code from its flags (REFUSE_UNSPECIFIED from a
+    publisher that sends none, or one this version does not know), the reason as text."""
+    code = PREFIX.unpack_from(msg)[3]
+    return (code if code in REFUSE_CODES else REFUSE_UNSPECIFIED), bytes(msg[PREFIX.size:]).decode("utf-8", "replace")
 
 
 class FramePacker:

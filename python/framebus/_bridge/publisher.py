@@ -408,7 +408,7 @@ class Publisher(Bridge):
     def _handle(self, identity: bytes, msg: bytes) -> None:
         version, kind, _ = P.peek(msg)
         if version != P.VERSION:
-            self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher speaks framebus bridge protocol {P.VERSION}, the subscriber {version}; install the same framebus version on both ends")])
+            self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher speaks framebus bridge protocol {P.VERSION}, the subscriber {version}; install the same framebus version on both ends", P.REFUSE_VERSION)])
             return
         now = time.monotonic()
         peer = self._peers.get(identity)
@@ -432,7 +432,7 @@ class Publisher(Bridge):
     def _hello(self, identity: bytes, body: Dict[str, Any], now: float) -> None:
         want = body.get("mode")
         if want not in (None, self.mode):
-            self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher of {self.stream_name!r} runs in {self.mode} mode; the subscriber asked for {want} mode")])
+            self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher of {self.stream_name!r} runs in {self.mode} mode; the subscriber asked for {want} mode", P.REFUSE_MODE)])
             return
         window = body.get("window")
         window = min(window if isinstance(window, int) and window > 0 else 1, self.hwm)

@@ -236,8 +236,8 @@ class Subscriber(Bridge):
         first = parts[0].buffer
         version, kind, _ = P.peek(first)
         if kind == P.REFUSE:
-            reason = P.unpack_refuse(first)
-            raise (SpecMismatchError if "mode" in reason else ProtocolError)(f"the publisher at {self.endpoint} refused this subscriber: {reason}")
+            code, reason = P.unpack_refuse(first)
+            raise (SpecMismatchError if code == P.REFUSE_MODE else ProtocolError)(f"the publisher at {self.endpoint} refused this subscriber: {reason}")
         if version != P.VERSION:
             raise ProtocolError(f"the publisher at {self.endpoint} speaks framebus bridge protocol {version}, this end {P.VERSION}; install the same framebus version on both ends")
         if kind == P.FRAME:

@@ -31,7 +31,7 @@ def being_created(infos: Any = None) -> List[Any]:
 
     out = []
     for info in list_streams() if infos is None else infos:
-        if info.problem and "not initialised yet" in info.problem and not info.creator_pid and not info.stale:
+        if info.problem_kind == "not_ready" and not info.creator_pid and not info.stale:
             out.append(info)
     return out
 

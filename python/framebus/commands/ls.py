@@ -19,7 +19,8 @@ JSON_HELP = (
     "gone, stale, unreadable, or \"not a stream\" for an entry named framebus.* that is no framebus stream: a FIFO, socket, directory, "
     "device file or symbolic link, or a file whose name is not a valid stream name; its problem says which), creator_pid, readers (handles attached that do not write: the "
     "writer's own handle is not counted), lossless (how many of them are lossless), sequence, "
-    "frames_written, bytes_written (ints), problem (string or null) and bridges (list of strings)"
+    "frames_written, bytes_written (ints), problem (string or null), problem_kind (the problem as a code: not_ready, "
+    "incompatible, corrupt, other, or not_a_stream; null without a problem) and bridges (list of strings)"
 )
 
 
@@ -92,6 +93,7 @@ def records() -> List[Dict[str, Any]]:
                 "frames_written": s.frames_written,
                 "bytes_written": s.bytes_written,
                 "problem": s.problem,
+                "problem_kind": s.problem_kind,
                 "bridges": links.pop(str(s), []),
             }
         )
@@ -126,6 +128,7 @@ def _not_a_stream(other: Any) -> Dict[str, Any]:
         "frames_written": 0,
         "bytes_written": 0,
         "problem": other.reason,
+        "problem_kind": "not_a_stream",
         "bridges": [],
     }
 
@@ -156,12 +159,12 @@ def rows() -> List[Dict[str, str]]:
 
 
 def _problem(r: Dict[str, Any]) -> str:
-    """The problem column: the core's text, and when it says to run gc on a segment that gc
-    would not remove yet (too young: its creator may be setting it up), when gc will."""
+    """The problem column: the core's text, and for a segment not initialised that gc would
+    not remove yet (too young: its creator may be setting it up), when gc will."""
     from .gc import CREATION_GRACE_S
 
     text = r["problem"] or ""
-    if "run `framebus gc`" in text and r["writer"] != "stale" and not r["creator_pid"]:
+    if r["problem_kind"] == "not_ready" and r["writer"] != "stale" and not r["creator_pid"]:
         text += f" (once it is {CREATION_GRACE_S:g} s old)"
     return text
 

@@ -26,5 +26,7 @@ pub use handle::{describe, now_ns, CreateOptions, DeviceAccess, ReaderMode, Stre
 pub use kept::{set_pages_in_use_check, KeptSlot};
 pub use layout::MAX_SEQ;
 pub use reader::{FrameRef, Pinned};
-pub use spec::{count, numpy_name, DeviceSpec, StreamSpec, COUNT_LIMITS, MAX_DEVICE};
+pub use spec::{
+    checked_capacity, checked_shape, count, numpy_name, shape_text, DeviceSpec, StreamSpec, COUNT_LIMITS, MAX_DEVICE, MAX_FRAME_BYTES,
+};
 pub use writer::{FrameInfo, WriteGuard, REWRITE_MIN};

@@ -72,10 +72,16 @@ impl StreamSpec {
     pub fn geometry(&self) -> Result<Geometry> {
         let bad = |msg: String| Err(Error::InvalidArgument(msg));
         if self.shape.is_empty() || self.shape.len() > MAX_NDIM {
-            return bad(format!("shape must have 1 to {MAX_NDIM} dimensions, got {:?}", self.shape));
+            return bad(format!("shape must have 1 to {MAX_NDIM} dimensions, got {}", shape_text(&self.shape)));
+        }
+        if self.variable && self.shape == [0] {
+            return bad("capacity must be a positive number of bytes, got 0".into());
         }
         if self.shape.contains(&0) {
-            return bad(format!("shape dimensions must be positive, got {:?}", self.shape));
+            return bad(format!("shape dimensions must be positive, got {}", shape_text(&self.shape)));
+        }
+        if number_width(&self.dtype).is_err() {
+            return bad(format!("unsupported dtype {:?}: streams hold bool, integer, float or complex elements (NumPy number types such as uint8, float32, complex64)", numpy_name(&self.dtype)));
         }
         if self.itemsize == 0 {
             return bad("dtype itemsize must be positive".into());
@@ -96,13 +102,25 @@ impl StreamSpec {
         if !(1..=MAX_READERS).contains(&self.max_readers) {
             return bad(format!("max_readers must be between 1 and {MAX_READERS}, got {}", self.max_readers));
         }
-        let frame_bytes = self.frame_bytes().filter(|&b| b <= isize::MAX as u64 / 128).ok_or_else(|| match self.variable {
-            true => Error::InvalidArgument(format!("a capacity of {} bytes per frame is too large", self.shape[0])),
-            false => Error::InvalidArgument(format!("a frame of shape {:?} and itemsize {} is too large", self.shape, self.itemsize)),
+        let frame_bytes = self.frame_bytes().filter(|&b| b <= MAX_FRAME_BYTES).ok_or_else(|| match self.variable {
+            true => Error::InvalidArgument(format!(
+                "capacity {} is larger than a frame may be ({} bytes of arrays; a frame may have at most {MAX_FRAME_BYTES} bytes with its table)",
+                self.shape[0],
+                MAX_FRAME_BYTES - super::frame_table::TABLE_BYTES
+            )),
+            false => {
+                let bytes = self.shape.iter().try_fold(u128::from(self.itemsize), |acc, &d| acc.checked_mul(u128::from(d)));
+                let bytes = bytes.map_or_else(|| "at least 2**128".to_owned(), |b| b.to_string());
+                Error::InvalidArgument(format!(
+                    "a frame of shape {} and dtype {} would have {bytes} bytes; a frame may have at most {MAX_FRAME_BYTES} bytes",
+                    shape_text(&self.shape),
+                    numpy_name(&self.dtype)
+                ))
+            }
         })?;
         if let Some(device) = self.device {
             if self.variable {
-                return bad("a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory".into());
+                return bad("a device stream holds frames of one shape: variable-shape streams (capacity=) live in host memory; create it with shape= and dtype=".into());
             }
             if self.dtype.starts_with('>') && self.itemsize > 1 {
                 return bad(format!(
@@ -119,6 +137,76 @@ impl StreamSpec {
         Geometry::with_device(self.slots, self.max_readers, host_bytes, self.meta_capacity, self.device.is_some())
             .filter(|g| g.total_bytes <= isize::MAX as u64 / 2)
             .ok_or_else(|| Error::InvalidArgument(format!("{} slots of {frame_bytes} bytes are too large", self.slots)))
+    }
+}
+
+/// The most bytes a frame may have (a variable-shape stream's frame: its table and capacity).
+/// Every offset into a segment then fits an `isize` with room to spare.
+pub const MAX_FRAME_BYTES: u64 = isize::MAX as u64 / 128;
+
+/// `dims` as Python writes a tuple: `(5,)`, `(2, 3)`, `()`.
+pub fn shape_text<T: std::fmt::Display>(dims: &[T]) -> String {
+    match dims {
+        [one] => format!("({one},)"),
+        _ => format!("({})", dims.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// A fixed-shape stream's shape as a caller gave it (each dimension any integer, saturated to
+/// `i128` by the caller; `shown` is the shape as the caller wrote it, for the messages), checked
+/// against what a stream can hold: 1 to [`MAX_NDIM`] dimensions, each positive, at most
+/// [`MAX_FRAME_BYTES`] elements in all (the frame's bytes are checked with its dtype when the
+/// stream is created).
+pub fn checked_shape(dims: &[i128], shown: &str) -> Result<Vec<u64>> {
+    let bad = |msg: String| Err(Error::InvalidArgument(msg));
+    if dims.is_empty() || dims.len() > MAX_NDIM {
+        return bad(format!("shape must have 1 to {MAX_NDIM} dimensions, got {shown}"));
+    }
+    if dims.iter().any(|&d| d <= 0) {
+        return bad(format!("shape dimensions must be positive, got {shown}"));
+    }
+    // A dimension at i128::MAX may stand for any larger int (the caller saturates).
+    let elements = dims.iter().try_fold(1u128, |acc, &d| if d == i128::MAX { None } else { acc.checked_mul(d as u128) });
+    match elements {
+        Some(n) if n <= u128::from(MAX_FRAME_BYTES) => Ok(dims.iter().map(|&d| d as u64).collect()),
+        n => bad(format!(
+            "shape {shown} has {} elements; a frame may have at most {MAX_FRAME_BYTES} bytes",
+            n.map_or_else(|| "at least 2**127".to_owned(), |n| n.to_string())
+        )),
+    }
+}
+
+/// A variable-shape stream's capacity (bytes of arrays per frame) as a caller gave it: positive
+/// and small enough that a frame with its table stays within [`MAX_FRAME_BYTES`].
+pub fn checked_capacity(capacity: i128, shown: &str) -> Result<u64> {
+    let most = MAX_FRAME_BYTES - super::frame_table::TABLE_BYTES;
+    match capacity {
+        c if c <= 0 => Err(Error::InvalidArgument(format!("capacity must be a positive number of bytes, got {shown}"))),
+        c if c > i128::from(most) => {
+            Err(Error::InvalidArgument(format!("capacity {shown} is larger than a frame may be ({most} bytes of arrays)")))
+        }
+        c => Ok(c as u64),
+    }
+}
+
+impl StreamSpec {
+    /// Checks `size` (the bytes of one frame a caller expects, saturated to `i128`; `shown` as
+    /// written) against this spec: a cross-check for callers that know the frame size (as
+    /// pyshmem's `size=`). A variable-shape stream takes none.
+    pub fn check_size(&self, size: i128, shown: &str) -> Result<()> {
+        if self.variable {
+            return Err(Error::InvalidArgument("size= cross-checks a fixed shape; a stream created with capacity= takes no size".into()));
+        }
+        self.geometry()?;
+        let bytes = self.frame_bytes().unwrap_or(u64::MAX);
+        if i128::from(bytes) != size {
+            return Err(Error::InvalidArgument(format!(
+                "size={shown} does not match shape {} and dtype {} ({bytes} bytes); omit size or fix it",
+                shape_text(&self.shape),
+                numpy_name(&self.dtype)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -184,8 +272,18 @@ fn widths(kind: u8) -> &'static [u32] {
 /// records, strings, text NumPy cannot parse) would make a reader build arrays that are not the
 /// frame bytes, or that reach past them.
 pub fn check_dtype(dtype: &str, itemsize: u32) -> std::result::Result<(), String> {
+    let width = number_width(dtype)?;
+    if width != itemsize {
+        return Err(format!("dtype {dtype:?} has {width}-byte elements but the itemsize is {itemsize}"));
+    }
+    Ok(())
+}
+
+/// The element width of `dtype` if it is a plain NumPy number type string (see
+/// [`check_dtype`]), else what it is not.
+fn number_width(dtype: &str) -> std::result::Result<u32, String> {
     let expected = "a NumPy number type string such as \"<f4\" or \"|u1\" (byte order <, >, | or =, kind b, i, u, f or c, width in bytes)";
-    let width = match dtype.as_bytes() {
+    match dtype.as_bytes() {
         [order, kind, digits @ ..]
             if b"<>|=".contains(order) && (1..=2).contains(&digits.len()) && digits[0] != b'0' && digits.iter().all(u8::is_ascii_digit) =>
         {
@@ -193,17 +291,11 @@ pub fn check_dtype(dtype: &str, itemsize: u32) -> std::result::Result<(), String
             if !widths(*kind).contains(&n) {
                 return Err(format!("dtype {dtype:?} is not {expected}"));
             }
-            n
+            Ok(n)
         }
-        _ if dtype.len() >= DTYPE_LEN => {
-            return Err(format!("dtype {dtype:?} is longer than {} bytes; it must be {expected}", DTYPE_LEN - 1))
-        }
-        _ => return Err(format!("dtype {dtype:?} is not {expected}")),
-    };
-    if width != itemsize {
-        return Err(format!("dtype {dtype:?} has {width}-byte elements but the itemsize is {itemsize}"));
+        _ if dtype.len() >= DTYPE_LEN => Err(format!("dtype {dtype:?} is longer than {} bytes; it must be {expected}", DTYPE_LEN - 1)),
+        _ => Err(format!("dtype {dtype:?} is not {expected}")),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -245,6 +337,39 @@ mod tests {
         ] {
             assert!(matches!(bad.geometry(), Err(Error::InvalidArgument(_))), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn shapes_capacities_and_sizes_as_callers_give_them() {
+        assert_eq!(checked_shape(&[2, 3], "(2, 3)").unwrap(), vec![2, 3]);
+        let msg = |r: Result<Vec<u64>>| r.unwrap_err().to_string();
+        assert_eq!(msg(checked_shape(&[], "()")), "shape must have 1 to 8 dimensions, got ()");
+        assert_eq!(msg(checked_shape(&[1; 9], "x")), "shape must have 1 to 8 dimensions, got x");
+        assert_eq!(msg(checked_shape(&[2, -1], "(2, -1)")), "shape dimensions must be positive, got (2, -1)");
+        assert_eq!(msg(checked_shape(&[0], "(0,)")), "shape dimensions must be positive, got (0,)");
+        assert!(msg(checked_shape(&[1 << 40, 1 << 40], "s"))
+            .starts_with("shape s has 1208925819614629174706176 elements; a frame may have at most"));
+        assert!(msg(checked_shape(&[i128::MAX, 4], "s")).contains("at least 2**127 elements"));
+        assert!(msg(checked_shape(&[i128::MAX], "s")).contains("at least 2**127 elements"));
+        assert!(checked_shape(&[MAX_FRAME_BYTES as i128], "s").is_ok());
+        assert_eq!(checked_capacity(16, "16").unwrap(), 16);
+        assert_eq!(checked_capacity(-1, "-1").unwrap_err().to_string(), "capacity must be a positive number of bytes, got -1");
+        assert!(checked_capacity(1 << 70, "2**70").unwrap_err().to_string().starts_with("capacity 2**70 is larger than a frame may be"));
+        let spec = StreamSpec::new("<f4", 4, vec![2, 3]);
+        assert!(spec.check_size(24, "24").is_ok());
+        assert_eq!(
+            spec.check_size(25, "25").unwrap_err().to_string(),
+            "size=25 does not match shape (2, 3) and dtype float32 (24 bytes); omit size or fix it"
+        );
+        assert!(StreamSpec::variable(16).check_size(16, "16").unwrap_err().to_string().contains("takes no size"));
+        assert_eq!(shape_text(&[5u64]), "(5,)");
+        let err = StreamSpec::new("<U4", 16, vec![2]).geometry().unwrap_err().to_string();
+        assert!(err.starts_with("unsupported dtype \"<U4\": streams hold bool, integer, float or complex elements"), "{err}");
+        let err = StreamSpec::new("<f4", 4, vec![1 << 40, 1 << 40]).geometry().unwrap_err().to_string();
+        assert!(
+            err.starts_with("a frame of shape (1099511627776, 1099511627776) and dtype float32 would have 4835703278458516698824704 bytes"),
+            "{err}"
+        );
     }
 
     #[test]
