@@ -1,0 +1,442 @@
+"""W12: from a camera to ROS 2 across machines, end to end, on one machine.
+
+The chain (every stage its own process; the far side in a network namespace joined by a veth
+pair, so the video crosses a real link with its own network stack):
+
+    source (1080p30)  -> stream SRC   (a device stream when torch sees a GPU)
+    inference         -> stream INF   (reads SRC, stand-in model, host picture out)
+    framebus bridge publish INF --engine zenoh --encode h264          (this side)
+    ---- veth link into the namespace ----
+    framebus bridge subscribe ... DEC --engine zenoh                  (far side: decoded stream)
+    framebus ros2 publish DEC --topic /w12/image                      (far side)
+    ROS 2 node: framebus ros2 subscribe into ROSIN, or the hiroz peer (far side)
+    framebus record DEC out.mp4                                       (far side)
+
+The source stamp (the frame's timestamp_ns, ns since the Unix epoch) rides every hop: as
+timestamp_ns, frame_id and metadata through framebus's stages and the bridge, as header.stamp
+through ROS 2. Stage times are taken on the same host clock (``time.time_ns()``): the inference
+stage's write time (in the frame's metadata), this process's reader on DEC, the ROS node's
+receipt (this process's reader on ROSIN, or the hiroz peer's printed receipt time). The
+recorder's latency is its lag behind DEC as ``framebus top --json`` reports it.
+
+Frames lost are counted from the source's numbers and stamps; frames counted as lost are what
+framebus's own counters say (the inference reader's missed, each bridge's and ROS node's
+``dropped``, the recorder's missed): a frame lost that no counter shows is "uncounted".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import netns
+from .chain_stages import gpu_available, inference, source
+from .harness import Context, get, mp_context, start, stop, summarize
+from .records import Column, Metric, Row, SuiteResult
+
+FPS = 30
+BITRATE = "8M"
+GOP = 30
+TOPIC = "/w12/image"
+ROS_PORT = 7447  # the far side's own loopback: where ROS 2 nodes look for their router by default
+
+COLUMNS = [
+    Column("latency", "latency p50 ms", "{:.1f}", "p50"),
+    Column("latency", "p99 ms", "{:.1f}", "p99"),
+    Column("frames", "frames", "{:.0f}", "extra"),
+    Column("lost", "lost", "{:.0f}", "extra"),
+    Column("counted", "counted by framebus", "{:.0f}", "extra"),
+]
+
+
+def missing() -> Optional[str]:
+    """Why the chain cannot run here (a missing package, no namespace), or None."""
+    for module, what in (("av", "PyAV (framebus[video])"), ("zenoh", "eclipse-zenoh (framebus[zenoh])"), ("rosbags", "rosbags (framebus[zenoh])")):
+        if importlib.util.find_spec(module) is None:
+            return f"needs {what}"
+    return netns.unavailable()
+
+
+def find_hiroz(given: str) -> Optional[str]:
+    """The hiroz ROS 2 peer binary: ``hiroz:PATH`` as given, else one built under
+    tests/ros2_peer of this repository, else None (framebus's own subscriber is used)."""
+    if given.startswith("hiroz:"):
+        path = given.split(":", 1)[1]
+        if not os.access(path, os.X_OK):
+            raise FileNotFoundError(f"--ros-node {given}: {path} is not an executable file")
+        return path
+    if given:
+        return None
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "ros2_peer", "target")
+    for build in ("release", "debug"):
+        for name in ("ros2_peer", "ros2-peer"):
+            path = os.path.normpath(os.path.join(root, build, name))
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _cli(*args: str) -> List[str]:
+    return [sys.executable, "-m", "framebus", *args]
+
+
+class _Proc:
+    """A CLI stage: its command, output in a log file, stopped with SIGINT (a clean stop)."""
+
+    def __init__(self, label: str, cmd: List[str], logdir: str, stdout: Any = None) -> None:
+        self.label = label
+        self.log = os.path.join(logdir, re.sub(r"\W", "_", label) + ".log")
+        with open(self.log, "w") as f:
+            self.proc = subprocess.Popen(cmd, stdout=stdout or f, stderr=f, text=True)
+
+    def stop(self, timeout: float = 15.0) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        with open(self.log) as f:
+            return f.read()
+
+
+def _stopped(text: str) -> Tuple[int, int]:
+    """(frames, dropped) from a bridge's or ROS node's last line ``stopped: N frames, ... D dropped``."""
+    m = re.search(r"stopped: (\d+) frames, .*?(\d+) dropped", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
+
+
+def _hiroz_stamp(line: str) -> Optional[Tuple[int, int]]:
+    """(stamp ns, receipt ns) from one JSON line of the hiroz peer; the receipt is its own
+    when it prints one (``recv_ns``/``received_ns``/``receipt_ns``), else now."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(msg, dict):
+        return None
+    stamp = msg.get("stamp_ns", msg.get("stamp"))
+    if isinstance(stamp, dict):
+        stamp = int(stamp.get("sec", 0)) * 1_000_000_000 + int(stamp.get("nanosec", stamp.get("nanosecs", 0)))
+    if not isinstance(stamp, int):
+        return None
+    recv = next((msg[k] for k in ("recv_ns", "received_ns", "receipt_ns") if isinstance(msg.get(k), int)), None)
+    return stamp, recv if recv is not None else time.time_ns()
+
+
+class _Probe(threading.Thread):
+    """A reader of one stream in this process: the receipt time of every frame it sees, by
+    frame_id (``by="id"``) or by timestamp_ns (``by="stamp"``), with the frame's metadata."""
+
+    def __init__(self, name: str, by: str, halt: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.name_, self.by, self.halt = name, by, halt
+        self.seen: Dict[int, Tuple[int, bytes]] = {}
+        self.missed = 0
+        self.error: Optional[str] = None
+
+    def run(self) -> None:
+        import framebus
+
+        try:
+            r = framebus.open(self.name_, timeout=120)
+        except Exception as exc:  # noqa: BLE001 - reported with the results
+            self.error = f"{type(exc).__name__}: {exc}"
+            return
+        try:
+            while not self.halt.is_set():
+                try:
+                    f = r.wait_view(0.25)
+                except TimeoutError:
+                    continue
+                except framebus.StreamEndedError:
+                    continue
+                except Exception:  # noqa: BLE001 - the stream went away at the end
+                    break
+                now = time.time_ns()
+                with f:
+                    key = f.frame_id if self.by == "id" else f.timestamp_ns
+                    self.seen.setdefault(key, (now, f.meta if self.by == "id" else b""))
+            self.missed = int(r.total_missed)
+        finally:
+            r.close()
+
+
+def _top_json() -> Dict[str, Any]:
+    out = subprocess.run(_cli("top", "--json", "--interval", "0.5"), capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout) if out.returncode == 0 else {"streams": []}
+
+
+def _ls_json() -> List[Dict[str, Any]]:
+    out = subprocess.run(_cli("ls", "--json"), capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout) if out.returncode == 0 else []
+
+
+def _file_frames(path: str) -> int:
+    import av
+
+    try:
+        with av.open(path) as c:
+            return sum(1 for _ in c.decode(video=0))
+    except (OSError, av.error.FFmpegError):  # type: ignore[attr-defined]
+        return 0
+
+
+def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float, ros_node: str = "") -> Dict[str, Any]:
+    """Runs the chain once: ``warm`` seconds after the first image reached the ROS node, then
+    ``measure`` seconds measured. Returns the stage latencies (ms samples), counts, counters,
+    what ``framebus top``/``ls`` showed, and which ROS node was used."""
+    hiroz = find_hiroz(ros_node)
+    gpu = gpu_available()
+    names = {k: ctx.name(f"w12-{k}") for k in ("src", "inf", "dec", "rosin")}
+    mpc = mp_context()
+    go, halt_src, halt_inf = mpc.Event(), mpc.Event(), mpc.Event()
+    qs, qi = mpc.Queue(), mpc.Queue()
+    halt = threading.Event()
+    procs: List[Any] = []
+    stages: Dict[str, _Proc] = {}
+    ros_seen: Dict[int, int] = {}
+    logdir = tempfile.mkdtemp(prefix=ctx.name("w12-logs"))
+    video = os.path.join(logdir, "w12.mp4")
+    with netns.Netns() as ns:
+        port = _free_port(ns.host_ip)
+        key = f"framebus-bench/{names['inf']}"
+        far = ns.prefix()
+        try:
+            procs.append(start(source, qs, names["src"], shape, FPS, go, halt_src, "cuda:0" if gpu else None))
+            get(qs, 60, "source")
+            procs.append(start(inference, qi, names["src"], names["inf"], halt_inf, "cuda:0" if gpu else None))
+            stages["publish"] = _Proc("publish", _cli(
+                "bridge", "publish", names["inf"], key, "--engine", "zenoh", "--encode", "h264", "--bitrate", BITRATE, "--gop", str(GOP),
+                "--listen", f"tcp/{ns.host_ip}:{port}", "--no-scouting", "--wait", "60", "--quiet"), logdir)
+            stages["subscribe"] = _Proc("subscribe", far + _cli(
+                "bridge", "subscribe", key, names["dec"], "--engine", "zenoh", "--connect", f"tcp/{ns.host_ip}:{port}", "--no-scouting",
+                "--timeout", "60", "--quiet"), logdir)
+            stages["ros2 publish"] = _Proc("ros2_publish", far + _cli(
+                "ros2", "publish", names["dec"], "--topic", TOPIC, "--frame-id", "camera", "--listen", f"tcp/127.0.0.1:{ROS_PORT}",
+                "--no-scouting", "--wait", "90", "--quiet"), logdir)
+            if hiroz:
+                stages["ros node"] = _Proc("ros_node", far + [hiroz, "sub", "--topic", TOPIC], logdir, stdout=subprocess.PIPE)
+                out = stages["ros node"].proc.stdout
+
+                def lines() -> None:
+                    for line in out:
+                        got = _hiroz_stamp(line)
+                        if got:
+                            ros_seen.setdefault(got[0], got[1])
+
+                threading.Thread(target=lines, daemon=True).start()
+                rosin = None
+            else:
+                stages["ros node"] = _Proc("ros_node", far + _cli(
+                    "ros2", "subscribe", TOPIC, "--stream", names["rosin"], "--no-scouting", "--quiet"), logdir)
+                rosin = _Probe(names["rosin"], "stamp", halt)
+            stages["record"] = _Proc("record", far + _cli("record", names["dec"], video, "--wait", "90", "--quiet"), logdir)
+            dec = _Probe(names["dec"], "id", halt)
+            dec.start()
+            if rosin is not None:
+                rosin.start()
+            go.set()
+            deadline = time.monotonic() + 120
+            while not (rosin.seen if rosin is not None else ros_seen):
+                dead = [s.label for s in stages.values() if s.proc.poll() is not None]
+                if dead or time.monotonic() > deadline:
+                    why = f"{', '.join(dead)} exited" if dead else "no image reached the ROS node within 120 s"
+                    raise RuntimeError(f"{why}; logs: " + " | ".join(f"{s.label}: {s.stop(1)[-300:]}" for s in stages.values()))
+                time.sleep(0.1)
+            time.sleep(warm)
+            w0 = time.time_ns()
+            tops: List[Dict[str, Any]] = []
+            listing: List[Dict[str, Any]] = []
+            end = time.monotonic() + measure
+            while time.monotonic() < end - 1.0:
+                tops.append(_top_json())
+                if not listing:
+                    listing = _ls_json()
+                time.sleep(max(0.0, min(1.5, end - time.monotonic() - 1.0)))
+            time.sleep(max(0.0, end - time.monotonic()))
+            w1 = time.time_ns()
+            tops.append(_top_json())
+        finally:
+            halt_src.set()
+            time.sleep(1.5)  # the last frames drain through the chain
+            halt.set()
+            halt_inf.set()
+            texts = {k: s.stop() for k, s in reversed(list(stages.items()))}
+            stop(procs, timeout=10)
+    src_report = _drain(qs)
+    inf_report = _drain(qi)
+    if rosin is not None:
+        rosin.join(5)
+        ros_seen.update({k: v[0] for k, v in rosin.seen.items()})
+    dec.join(5)
+    recorded = int(m.group(1)) if (m := re.search(r"recorded (\d+) frames", texts.get("record", ""))) else 0
+    in_file = _file_frames(video)
+    shutil.rmtree(logdir, ignore_errors=True)
+    return _results(names, dec, rosin, ros_seen, w0, w1, tops, listing, texts, src_report, inf_report, recorded, in_file, hiroz, gpu)
+
+
+def _drain(q: Any) -> Dict[str, Any]:
+    got: Dict[str, Any] = {}
+    while True:
+        try:
+            got.update(q.get(timeout=1))
+        except Exception:  # noqa: BLE001 - queue.Empty: nothing more
+            return got
+
+
+def _results(
+    names: Dict[str, str], dec: _Probe, rosin: Optional[_Probe], ros_seen: Dict[int, int], w0: int, w1: int, tops: List[Dict[str, Any]],
+    listing: List[Dict[str, Any]], texts: Dict[str, str], src: Dict[str, Any], inf: Dict[str, Any], recorded: int, in_file: int,
+    hiroz: Optional[str], gpu: bool,
+) -> Dict[str, Any]:
+    lat: Dict[str, List[float]] = {"src_inf": [], "inf_dec": [], "dec_ros": [], "glass": []}
+    window_ids: List[int] = []
+    dec_by_stamp: Dict[int, int] = {}
+    for fid, (t_dec, meta) in dec.seen.items():
+        m = json.loads(meta or b"{}")
+        stamp, t_inf = int(m.get("src_ns", 0)), int(m.get("inf_ns", 0))
+        dec_by_stamp[stamp] = t_dec
+        if w0 <= stamp < w1:
+            window_ids.append(fid)
+            lat["src_inf"].append((t_inf - stamp) / 1e6)
+            lat["inf_dec"].append((t_dec - t_inf) / 1e6)
+    for stamp, t_ros in ros_seen.items():
+        if w0 <= stamp < w1:
+            lat["glass"].append((t_ros - stamp) / 1e6)
+            if stamp in dec_by_stamp:
+                lat["dec_ros"].append((t_ros - dec_by_stamp[stamp]) / 1e6)
+    # Frames lost: from the source's numbers. The window's frames are those from the first
+    # to the last number this process saw at DEC inside it, plus what reached ROS (stamps).
+    first_ros = min(ros_seen) if ros_seen else 0
+    stamp_to_id = {int(json.loads(meta or b"{}").get("src_ns", 0)): fid for fid, (_, meta) in dec.seen.items()}
+    written = int(src.get("written", 0))
+    k0 = stamp_to_id.get(first_ros, written)
+    expected = max(0, written - k0)  # every frame written since the first that reached the ROS node
+    ros_frames = sum(1 for s in ros_seen if s >= first_ros)
+    pub_frames, pub_dropped = _stopped(texts.get("publish", ""))
+    sub_frames, sub_dropped = _stopped(texts.get("subscribe", ""))
+    rpub_frames, rpub_dropped = _stopped(texts.get("ros2 publish", ""))
+    node_frames, node_dropped = _stopped(texts.get("ros node", "")) if rosin is not None else (len(ros_seen), 0)
+    counters = {
+        "inference missed": int(inf.get("missed", 0)), "bridge publish dropped": pub_dropped, "bridge subscribe dropped": sub_dropped,
+        "ros2 publish dropped": rpub_dropped, "ros node dropped": node_dropped,
+    }
+    counted = sum(max(0, v) for v in counters.values())
+    lost = max(0, expected - ros_frames)
+    record_lag, record_missed, dec_written = [], 0, 0
+    for doc in tops:
+        for s in doc.get("streams", []):
+            if s.get("name") == names["dec"]:
+                dec_written = int(s.get("frames_written") or dec_written)
+                for r in s.get("readers", []):
+                    if r.get("role") == "record" or "record" in str(r.get("label", "")):
+                        if r.get("lag_ms") is not None:
+                            record_lag.append(float(r["lag_ms"]))
+                        record_missed = int(r.get("missed") or 0)
+    shown = _shown(names, tops[0] if tops else {}, listing)
+    return {
+        "lat": lat, "written": written, "expected": expected, "at_ros": ros_frames, "lost": lost, "counted": counted,
+        "uncounted": max(0, lost - counted), "counters": counters, "frames": {"inference": inf.get("frames", 0), "publish": pub_frames,
+        "subscribe": sub_frames, "ros2 publish": rpub_frames, "ros node": node_frames, "recorded": recorded, "in file": in_file},
+        "record": {"lag_ms": record_lag, "missed": record_missed, "decoded": dec_written, "recorded": recorded, "in_file": in_file},
+        "probe_missed": {"dec": dec.missed, "rosin": rosin.missed if rosin is not None else 0}, "shown": shown,
+        "ros_node": f"hiroz ({hiroz})" if hiroz else "framebus ros2 subscribe", "inference": "torch on cuda:0 (device stream)" if gpu else "NumPy (host stream)",
+        "window_frames": len(window_ids), "errors": [e for e in (dec.error, rosin.error if rosin else None) if e],
+    }
+
+
+def _shown(names: Dict[str, str], top: Dict[str, Any], listing: List[Dict[str, Any]]) -> Dict[str, bool]:
+    """Which stages ``framebus top --json`` (streams) and ``framebus ls --json`` (bridges) showed."""
+    streams = {s.get("name") for s in top.get("streams", [])}
+    bridges = {e.get("name"): " ".join(e.get("bridges") or []) for e in listing}
+    readers = {s.get("name"): s.get("readers", []) for s in top.get("streams", [])}
+    return {
+        "source stream": names["src"] in streams,
+        "inference stream": names["inf"] in streams,
+        "bridge publish": bool(bridges.get(names["inf"])),
+        "decoded stream": names["dec"] in streams,
+        "bridge subscribe": bool(bridges.get(names["dec"])),
+        "ros2 publish": any("ros2" in b or "rmw" in b or "/w12" in b for b in [bridges.get(names["dec"], "")]),
+        "recorder": any(r.get("role") == "record" or "record" in str(r.get("label", "")) for r in readers.get(names["dec"], [])),
+        "ros node stream": names["rosin"] in streams,
+    }
+
+
+def _row(case: str, label: str, samples: List[float], extra: Dict[str, Any]) -> Row:
+    s = summarize(samples)
+    return Row(
+        case=case, variant=label, family="framebus", role="framebus", primary="latency",
+        metrics={"latency": Metric(s["p50"], "ms", False, p50=s["p50"], p99=s["p99"], lo=s["min"], hi=s["max"])},
+        extra=extra, samples={"latency_ms": [float(x) for x in samples[:1000]]},
+    )
+
+
+def run(ctx: Context) -> SuiteResult:
+    """W12: the chain once (twice in a full run), a row per stage and glass-to-glass."""
+    t_start = time.perf_counter()
+    cfg = ctx.config
+    sid = "W12"
+    shape = cfg.pick((1080, 1920), (1080, 1920), (240, 320))
+    warm, measure = cfg.pick(3.0, 2.0, 0.5), cfg.pick(20.0, 10.0, 2.0)
+    case = f"{shape[1]}x{shape[0]} RGB, {FPS} frames/s"
+    suite = SuiteResult(
+        sid,
+        f"W12 camera -> inference -> H.264 over Zenoh across a network namespace -> ROS 2 node and recorder, {case}",
+        "Per-stage latency on one clock, glass-to-glass (source stamp -> ROS node receipt), frames lost and counted as lost by framebus.",
+        columns=COLUMNS,
+    )
+    ctx.reporter.start(sid, 1)
+    why = missing()
+    if why:
+        ctx.note(sid, f"W12 skipped: {why}")
+        suite.seconds = time.perf_counter() - t_start
+        return suite
+    try:
+        res = run_chain(ctx, shape, warm, measure, getattr(cfg, "ros_node", ""))
+    except OSError as exc:  # the namespace could not be made (e.g. in a container without the right)
+        ctx.note(sid, f"W12 skipped: cannot build the network namespace ({exc})")
+        suite.seconds = time.perf_counter() - t_start
+        return suite
+    lat = res.pop("lat")
+    common = {"ros_node": res["ros_node"], "inference": res["inference"]}
+    fr = res["frames"]
+    suite.rows = [
+        _row(case, "source -> inference (written to INF)", lat["src_inf"], {"frames": fr["inference"], "lost": float("nan"), "counted": res["counters"]["inference missed"], **common}),
+        _row(case, "inference -> decoded stream, far side (H.264, Zenoh, veth)", lat["inf_dec"], {
+            "frames": fr["subscribe"], "lost": float("nan"), "counted": res["counters"]["bridge publish dropped"] + res["counters"]["bridge subscribe dropped"]}),
+        _row(case, f"decoded -> ROS node receipt ({res['ros_node']})", lat["dec_ros"], {
+            "frames": fr["ros node"], "lost": float("nan"), "counted": res["counters"]["ros2 publish dropped"] + res["counters"]["ros node dropped"]}),
+        _row(case, "record (recorder's lag behind the decoded stream, framebus top)", res["record"]["lag_ms"], {
+            "frames": res["record"]["recorded"], "lost": max(0, res["record"]["decoded"] - res["record"]["recorded"]), "counted": res["record"]["missed"]}),
+        _row(case, "glass to glass: source stamp -> ROS node receipt", lat["glass"], {"frames": res["at_ros"], "lost": res["lost"], "counted": res["counted"], **common}),
+    ]
+    suite.rows[-1].extra["details"] = res
+    notes = [f"ROS node: {res['ros_node']}; inference: {res['inference']}",
+             f"lost since the first image at the ROS node: {res['lost']} of {res['expected']}, counted by framebus: {res['counted']} "
+             f"({', '.join(f'{k} {v}' for k, v in res['counters'].items())}); uncounted: {res['uncounted']}",
+             "shown in framebus top/ls: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in res["shown"].items())]
+    for n in notes:
+        ctx.note(sid, n)
+    ctx.reporter.step(f"{sid} chain")
+    suite.notes = ctx.notes.get(sid, [])
+    suite.seconds = time.perf_counter() - t_start
+    return suite
