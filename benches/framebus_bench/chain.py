@@ -221,7 +221,7 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
         key = f"framebus-bench/{names['inf']}"
         far = ns.prefix()
         try:
-            procs.append(start(source, qs, names["src"], shape, FPS, go, halt_src, "cuda:0" if gpu else None))
+            procs.append(start(source, qs, names["src"], shape, FPS, go, halt_src, halt_inf, "cuda:0" if gpu else None))
             get(qs, 60, "source")
             procs.append(start(inference, qi, names["src"], names["inf"], halt_inf, "cuda:0" if gpu else None))
             stages["publish"] = _Proc("publish", _cli(
@@ -249,9 +249,11 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
                 stages["ros node"] = _Proc("ros_node", far + _cli(
                     "ros2", "subscribe", TOPIC, "--stream", names["rosin"], "--no-scouting", "--quiet"), logdir)
                 rosin = _Probe(names["rosin"], "stamp", halt)
-            stages["record"] = _Proc("record", far + _cli("record", names["dec"], video, "--wait", "90", "--quiet"), logdir)
+            stages["record"] = _Proc("record", far + _cli("record", names["dec"], video, "--preset", "ultrafast", "--wait", "90", "--quiet"), logdir)
             dec = _Probe(names["dec"], "id", halt)
+            inf = _Probe(names["inf"], "id", halt)
             dec.start()
+            inf.start()
             if rosin is not None:
                 rosin.start()
             go.set()
@@ -263,21 +265,24 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
                     raise RuntimeError(f"{why}; logs: " + " | ".join(f"{s.label}: {s.stop(1)[-300:]}" for s in stages.values()))
                 time.sleep(0.1)
             time.sleep(warm)
-            w0 = time.time_ns()
-            tops: List[Dict[str, Any]] = []
-            listing: List[Dict[str, Any]] = []
+            pids = {"source": procs[0].pid, "inference": procs[1].pid, **{k: s.proc.pid for k, s in stages.items()}, "probes": os.getpid()}
+            w0, cpu0 = time.time_ns(), _cpu(pids)
             end = time.monotonic() + measure
-            while time.monotonic() < end - 1.0:
-                tops.append(_top_json())
-                if not listing:
-                    listing = _ls_json()
-                time.sleep(max(0.0, min(1.5, end - time.monotonic() - 1.0)))
-            time.sleep(max(0.0, end - time.monotonic()))
-            w1 = time.time_ns()
+            # framebus top and ls once each in the middle, top again near the end (each is a
+            # Python start-up's worth of CPU, so no more than that)
+            time.sleep(measure / 2)
+            tops = [_top_json()]
+            listing = _ls_json()
+            time.sleep(max(0.0, end - time.monotonic() - 1.0))
             tops.append(_top_json())
+            time.sleep(max(0.0, end - time.monotonic()))
+            w1, cpu1 = time.time_ns(), _cpu(pids)
+            cpu = {k: round(100 * (cpu1[k] - cpu0[k]) / ((w1 - w0) / 1e9)) for k in pids if k in cpu0 and k in cpu1}
+            halt_src.set()
+            _drained(lambda: len(rosin.seen) if rosin is not None else len(ros_seen))
+            tops.append(_top_json())  # the handles' final missed counts, before they close
         finally:
             halt_src.set()
-            time.sleep(1.5)  # the last frames drain through the chain
             halt.set()
             halt_inf.set()
             texts = {k: s.stop() for k, s in reversed(list(stages.items()))}
@@ -288,10 +293,38 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
         rosin.join(5)
         ros_seen.update({k: v[0] for k, v in rosin.seen.items()})
     dec.join(5)
+    inf.join(5)
     recorded = int(m.group(1)) if (m := re.search(r"recorded (\d+) frames", texts.get("record", ""))) else 0
     in_file = _file_frames(video)
     shutil.rmtree(logdir, ignore_errors=True)
-    return _results(names, dec, rosin, ros_seen, w0, w1, tops, listing, texts, src_report, inf_report, recorded, in_file, hiroz, gpu)
+    res = _results(names, inf, dec, rosin, ros_seen, w0, w1, tops, listing, texts, src_report, inf_report, recorded, in_file, hiroz, gpu)
+    res["cpu_percent"] = cpu
+    return res
+
+
+def _cpu(pids: Dict[str, int]) -> Dict[str, float]:
+    """CPU seconds (user + system, all threads) used so far by each live process."""
+    out = {}
+    for k, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[k] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def _drained(count: Any, quiet_s: float = 1.0, limit_s: float = 15.0) -> None:
+    """Waits until the last frames have drained through the chain: ``count()`` (images at the
+    ROS node) unchanged for ``quiet_s``, at most ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet_s:
+        time.sleep(0.1)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
 
 
 def _drain(q: Any) -> Dict[str, Any]:
@@ -304,7 +337,7 @@ def _drain(q: Any) -> Dict[str, Any]:
 
 
 def _results(
-    names: Dict[str, str], dec: _Probe, rosin: Optional[_Probe], ros_seen: Dict[int, int], w0: int, w1: int, tops: List[Dict[str, Any]],
+    names: Dict[str, str], inf_probe: _Probe, dec: _Probe, rosin: Optional[_Probe], ros_seen: Dict[int, int], w0: int, w1: int, tops: List[Dict[str, Any]],
     listing: List[Dict[str, Any]], texts: Dict[str, str], src: Dict[str, Any], inf: Dict[str, Any], recorded: int, in_file: int,
     hiroz: Optional[str], gpu: bool,
 ) -> Dict[str, Any]:
@@ -324,44 +357,69 @@ def _results(
             lat["glass"].append((t_ros - stamp) / 1e6)
             if stamp in dec_by_stamp:
                 lat["dec_ros"].append((t_ros - dec_by_stamp[stamp]) / 1e6)
-    # Frames lost: from the source's numbers. The window's frames are those from the first
-    # to the last number this process saw at DEC inside it, plus what reached ROS (stamps).
+    # Frames lost, hop by hop, from the source's numbers: every frame written since the first
+    # one that reached the ROS node (the chain is whole from then on) should reach each stage.
     first_ros = min(ros_seen) if ros_seen else 0
     stamp_to_id = {int(json.loads(meta or b"{}").get("src_ns", 0)): fid for fid, (_, meta) in dec.seen.items()}
     written = int(src.get("written", 0))
     k0 = stamp_to_id.get(first_ros, written)
-    expected = max(0, written - k0)  # every frame written since the first that reached the ROS node
-    ros_frames = sum(1 for s in ros_seen if s >= first_ros)
+    wanted = set(range(k0, written))
+    at_inf = wanted & set(inf_probe.seen)
+    at_dec = wanted & set(dec.seen)
+    at_ros = {stamp_to_id.get(st, -1) for st in ros_seen if st >= first_ros}
+    reached = len(wanted & at_ros) + sum(1 for st in ros_seen if st >= first_ros and st not in stamp_to_id)
+    lost = {"source -> inference": len(wanted - at_inf), "inference -> decoded": len(at_inf - at_dec),
+            "decoded -> ROS node": max(0, len(at_dec) - len(at_dec & at_ros)), "end to end": max(0, len(wanted) - reached)}
     pub_frames, pub_dropped = _stopped(texts.get("publish", ""))
     sub_frames, sub_dropped = _stopped(texts.get("subscribe", ""))
     rpub_frames, rpub_dropped = _stopped(texts.get("ros2 publish", ""))
     node_frames, node_dropped = _stopped(texts.get("ros node", "")) if rosin is not None else (len(ros_seen), 0)
+    handles = _handles(names, tops[-1] if tops else {})
+    # framebus's counters, hop by hop. A bridge's publisher counts the gaps in the source
+    # numbers it sends (which are its reader's missed frames, as framebus top shows them), its
+    # subscriber the gaps it receives plus the packets its decoder skipped: the same frames
+    # seen from three places, so the largest of the three is the hop's count. The same for
+    # ros2 publish (its dropped are its reader's missed).
     counters = {
-        "inference missed": int(inf.get("missed", 0)), "bridge publish dropped": pub_dropped, "bridge subscribe dropped": sub_dropped,
-        "ros2 publish dropped": rpub_dropped, "ros node dropped": node_dropped,
+        "source -> inference": {"inference reader missed": int(inf.get("missed", 0))},
+        "inference -> decoded": {"bridge dropped": max(handles.get("inf/bridge out", 0), pub_dropped, sub_dropped, 0)},
+        "decoded -> ROS node": {"ros2 publish dropped": max(handles.get("dec/bridge out", 0), rpub_dropped, 0),
+                                "ros node dropped": max(node_dropped, 0), "ros node reader missed (this process)": rosin.missed if rosin is not None else 0},
     }
-    counted = sum(max(0, v) for v in counters.values())
-    lost = max(0, expected - ros_frames)
-    record_lag, record_missed, dec_written = [], 0, 0
-    for doc in tops:
-        for s in doc.get("streams", []):
-            if s.get("name") == names["dec"]:
-                dec_written = int(s.get("frames_written") or dec_written)
-                for r in s.get("readers", []):
-                    if r.get("role") == "record" or "record" in str(r.get("label", "")):
-                        if r.get("lag_ms") is not None:
-                            record_lag.append(float(r["lag_ms"]))
-                        record_missed = int(r.get("missed") or 0)
+    counted = {k: sum(v.values()) for k, v in counters.items()}
+    counted["end to end"] = sum(counted.values())
+    record_lag: List[float] = []
+    for doc in tops[:-1]:  # the samples inside the window
+        for st in doc.get("streams", []):
+            if st.get("name") == names["dec"]:
+                record_lag += [float(r["lag_ms"]) for r in st.get("readers", []) if r.get("role") == "record" and r.get("lag_ms") is not None]
+    record_missed = handles.get("dec/record", 0)
     shown = _shown(names, tops[0] if tops else {}, listing)
+    mine = set(names.values())
+    last_top = [{k: v for k, v in st.items() if k in ("name", "frames_written", "write_fps", "readers")} for st in (tops[-1] if tops else {}).get("streams", []) if st.get("name") in mine]
     return {
-        "lat": lat, "written": written, "expected": expected, "at_ros": ros_frames, "lost": lost, "counted": counted,
-        "uncounted": max(0, lost - counted), "counters": counters, "frames": {"inference": inf.get("frames", 0), "publish": pub_frames,
+        "lat": lat, "written": written, "expected": len(wanted), "at_ros": reached, "lost": lost, "counted": counted,
+        "uncounted": {k: max(0, lost[k] - counted[k]) for k in lost}, "counters": counters, "frames": {"inference": inf.get("frames", 0), "publish": pub_frames,
         "subscribe": sub_frames, "ros2 publish": rpub_frames, "ros node": node_frames, "recorded": recorded, "in file": in_file},
-        "record": {"lag_ms": record_lag, "missed": record_missed, "decoded": dec_written, "recorded": recorded, "in_file": in_file},
-        "probe_missed": {"dec": dec.missed, "rosin": rosin.missed if rosin is not None else 0}, "shown": shown,
+        "record": {"lag_ms": record_lag, "missed": record_missed, "decoded": sub_frames, "recorded": recorded, "in_file": in_file},
+        "probe_missed": {"inf": inf_probe.missed, "dec": dec.missed, "rosin": rosin.missed if rosin is not None else 0}, "shown": shown,
         "ros_node": f"hiroz ({hiroz})" if hiroz else "framebus ros2 subscribe", "inference": "torch on cuda:0 (device stream)" if gpu else "NumPy (host stream)",
-        "window_frames": len(window_ids), "errors": [e for e in (dec.error, rosin.error if rosin else None) if e],
+        "missing": {"inference -> decoded": sorted(at_inf - at_dec)[:60], "decoded -> ROS node": sorted(at_dec - at_ros)[:60]},
+        "window_frames": len(window_ids), "top": last_top, "errors": [e for e in (inf_probe.error, dec.error, rosin.error if rosin else None) if e],
     }
+
+
+def _handles(names: Dict[str, str], top: Dict[str, Any]) -> Dict[str, int]:
+    """Missed frames of the stages' handles in a ``framebus top --json`` document, by
+    ``"<inf|dec|...>/<role>"``."""
+    short = {v: k for k, v in names.items()}
+    out: Dict[str, int] = {}
+    for st in top.get("streams", []):
+        if st.get("name") in short:
+            for r in st.get("readers", []):
+                key = f"{short[st['name']]}/{r.get('role')}"
+                out[key] = out.get(key, 0) + int(r.get("missed") or 0)
+    return out
 
 
 def _shown(names: Dict[str, str], top: Dict[str, Any], listing: List[Dict[str, Any]]) -> Dict[str, bool]:
@@ -419,20 +477,26 @@ def run(ctx: Context) -> SuiteResult:
     lat = res.pop("lat")
     common = {"ros_node": res["ros_node"], "inference": res["inference"]}
     fr = res["frames"]
+    fr, lost, counted = res["frames"], res["lost"], res["counted"]
+
+    def hop(key: str) -> Dict[str, Any]:
+        return {"lost": lost[key], "counted": counted[key]}
+
+    rec = res["record"]
     suite.rows = [
-        _row(case, "source -> inference (written to INF)", lat["src_inf"], {"frames": fr["inference"], "lost": float("nan"), "counted": res["counters"]["inference missed"], **common}),
-        _row(case, "inference -> decoded stream, far side (H.264, Zenoh, veth)", lat["inf_dec"], {
-            "frames": fr["subscribe"], "lost": float("nan"), "counted": res["counters"]["bridge publish dropped"] + res["counters"]["bridge subscribe dropped"]}),
-        _row(case, f"decoded -> ROS node receipt ({res['ros_node']})", lat["dec_ros"], {
-            "frames": fr["ros node"], "lost": float("nan"), "counted": res["counters"]["ros2 publish dropped"] + res["counters"]["ros node dropped"]}),
-        _row(case, "record (recorder's lag behind the decoded stream, framebus top)", res["record"]["lag_ms"], {
-            "frames": res["record"]["recorded"], "lost": max(0, res["record"]["decoded"] - res["record"]["recorded"]), "counted": res["record"]["missed"]}),
-        _row(case, "glass to glass: source stamp -> ROS node receipt", lat["glass"], {"frames": res["at_ros"], "lost": res["lost"], "counted": res["counted"], **common}),
+        _row(case, "source -> inference (written to INF)", lat["src_inf"], {"frames": fr["inference"], **hop("source -> inference"), **common}),
+        _row(case, "inference -> decoded stream, far side (H.264, Zenoh, veth)", lat["inf_dec"], {"frames": fr["subscribe"], **hop("inference -> decoded")}),
+        _row(case, f"decoded -> ROS node receipt ({res['ros_node']})", lat["dec_ros"], {"frames": fr["ros node"], **hop("decoded -> ROS node")}),
+        _row(case, "record (recorder's lag behind the decoded stream, framebus top)", rec["lag_ms"], {
+            "frames": rec["recorded"], "lost": max(0, rec["decoded"] - rec["recorded"]), "counted": rec["missed"]}),
+        _row(case, "glass to glass: source stamp -> ROS node receipt", lat["glass"], {"frames": res["at_ros"], **hop("end to end"), **common}),
     ]
     suite.rows[-1].extra["details"] = res
     notes = [f"ROS node: {res['ros_node']}; inference: {res['inference']}",
-             f"lost since the first image at the ROS node: {res['lost']} of {res['expected']}, counted by framebus: {res['counted']} "
-             f"({', '.join(f'{k} {v}' for k, v in res['counters'].items())}); uncounted: {res['uncounted']}",
+             f"lost since the first image at the ROS node: {lost['end to end']} of {res['expected']}, counted by framebus: {counted['end to end']}; "
+             "by hop (lost/counted): " + ", ".join(f"{k} {lost[k]}/{counted[k]}" for k in res["counters"]) + "; "
+             f"uncounted: {sum(v for k, v in res['uncounted'].items() if k != 'end to end')}",
+             "CPU % of one core over the window: " + ", ".join(f"{k} {v}" for k, v in res["cpu_percent"].items()),
              "shown in framebus top/ls: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in res["shown"].items())]
     for n in notes:
         ctx.note(sid, n)

@@ -31,10 +31,11 @@ def gpu_available() -> bool:
 
 
 @guarded
-def source(results: Any, name: str, shape: Tuple[int, int], fps: float, go: Any, stop: Any, device: Optional[str]) -> None:
+def source(results: Any, name: str, shape: Tuple[int, int], fps: float, go: Any, stop: Any, release: Any, device: Optional[str]) -> None:
     """Writes numbered pictures of a moving pattern at ``fps`` into the new stream ``name``
     (on ``device``, e.g. ``"cuda:0"``, when given) until ``stop`` is set; each frame's
-    timestamp_ns is the moment it is handed over. Reports how many it wrote."""
+    timestamp_ns is the moment it is handed over. Reports how many it wrote, ends the stream
+    and removes it once ``release`` is set (so that ``framebus top`` still shows it)."""
     import framebus
 
     height, width = shape
@@ -57,7 +58,7 @@ def source(results: Any, name: str, shape: Tuple[int, int], fps: float, go: Any,
     finally:
         results.put({"written": written})
         stream.end()
-        time.sleep(0.5)
+        release.wait(60)
         stream.unlink()
 
 
@@ -88,7 +89,8 @@ def inference(results: Any, src: str, out: str, stop: Any, device: Optional[str]
             except TimeoutError:
                 continue
             except framebus.StreamEndedError:
-                break
+                time.sleep(0.05)  # the source ended: stay (and keep INF) until told to stop
+                continue
             with frame:
                 fid, stamp = frame.frame_id, frame.timestamp_ns
                 if torch is not None:
