@@ -363,7 +363,10 @@ def _results(
     stamp_to_id = {int(json.loads(meta or b"{}").get("src_ns", 0)): fid for fid, (_, meta) in dec.seen.items()}
     written = int(src.get("written", 0))
     k0 = stamp_to_id.get(first_ros, written)
-    wanted = set(range(k0, written))
+    # ... up to the last one that reached it: later ones were still on their way when the
+    # stages stopped (reported apart as in flight, not as lost)
+    k1 = max((stamp_to_id[st] for st in ros_seen if st in stamp_to_id), default=k0 - 1)
+    wanted = set(range(k0, k1 + 1))
     # A frame seen further down was at the earlier stages too, even where a (latest-mode)
     # measuring reader of this process missed it.
     at_ros = {stamp_to_id.get(st, -1) for st in ros_seen if st >= first_ros}
@@ -400,7 +403,7 @@ def _results(
     mine = set(names.values())
     last_top = [{k: v for k, v in st.items() if k in ("name", "frames_written", "write_fps", "readers")} for st in (tops[-1] if tops else {}).get("streams", []) if st.get("name") in mine]
     return {
-        "lat": lat, "written": written, "expected": len(wanted), "at_ros": reached, "lost": lost, "counted": counted,
+        "lat": lat, "written": written, "expected": len(wanted), "in_flight_at_stop": max(0, written - 1 - k1), "at_ros": reached, "lost": lost, "counted": counted,
         "uncounted": {k: max(0, lost[k] - counted[k]) for k in lost}, "counters": counters, "frames": {"inference": inf.get("frames", 0), "publish": pub_frames,
         "subscribe": sub_frames, "ros2 publish": rpub_frames, "ros node": node_frames, "recorded": recorded, "in file": in_file},
         "record": {"lag_ms": record_lag, "missed": record_missed, "decoded": sub_frames, "recorded": recorded, "in_file": in_file},
@@ -495,7 +498,7 @@ def run(ctx: Context) -> SuiteResult:
     ]
     suite.rows[-1].extra["details"] = res
     notes = [f"ROS node: {res['ros_node']}; inference: {res['inference']}",
-             f"lost since the first image at the ROS node: {lost['end to end']} of {res['expected']}, counted by framebus: {counted['end to end']}; "
+             f"lost from the first to the last image at the ROS node: {lost['end to end']} of {res['expected']} ({res['in_flight_at_stop']} in flight at the stop), counted by framebus: {counted['end to end']}; "
              "by hop (lost/counted): " + ", ".join(f"{k} {lost[k]}/{counted[k]}" for k in res["counters"]) + "; "
              f"uncounted: {sum(v for k, v in res['uncounted'].items() if k != 'end to end')}",
              "CPU % of one core over the window: " + ", ".join(f"{k} {v}" for k, v in res["cpu_percent"].items()),
