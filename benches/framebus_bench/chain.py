@@ -371,7 +371,7 @@ def _results(
     # measuring reader of this process missed it.
     at_ros = {stamp_to_id.get(st, -1) for st in ros_seen if st >= first_ros}
     at_dec = wanted & (set(dec.seen) | at_ros)
-    at_inf = wanted & (set(inf_probe.seen) | at_dec)
+    at_inf = wanted & (set(inf_probe.seen) | set(inf.get("ids", ())) | at_dec)
     reached = len(wanted & at_ros) + sum(1 for st in ros_seen if st >= first_ros and st not in stamp_to_id)
     lost = {"source -> inference": len(wanted - at_inf), "inference -> decoded": len(at_inf - at_dec),
             "decoded -> ROS node": max(0, len(at_dec) - len(at_dec & at_ros)), "end to end": max(0, len(wanted) - reached)}

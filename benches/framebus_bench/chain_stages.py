@@ -73,7 +73,7 @@ def inference(results: Any, src: str, out: str, stop: Any, device: Optional[str]
     as missed by the stream), runs the stand-in model (torch on ``device`` for a device stream,
     NumPy otherwise) and writes the picture into the host stream ``out`` with the frame's
     timestamp_ns and frame_id and ``{"n", "src_ns", "inf_ns", "score"}`` as metadata. Reports
-    frames done and the reader's missed count."""
+    frames done, their numbers and the reader's missed count."""
     import framebus
 
     reader = framebus.open(src, timeout=60)
@@ -82,6 +82,7 @@ def inference(results: Any, src: str, out: str, stop: Any, device: Optional[str]
     if device is not None:
         import torch
     done = 0
+    ids = []
     try:
         while not stop.is_set():
             try:
@@ -106,8 +107,9 @@ def inference(results: Any, src: str, out: str, stop: Any, device: Optional[str]
                 meta = json.dumps({"n": fid, "src_ns": stamp, "inf_ns": time.time_ns(), "score": round(score, 2)})
                 writer.write(picture, frame_id=fid, timestamp_ns=stamp, meta=meta.encode())
             done += 1
+            ids.append(fid)
     finally:
-        results.put({"frames": done, "missed": int(reader.total_missed)})
+        results.put({"frames": done, "missed": int(reader.total_missed), "ids": ids})
         reader.close()
         if writer is not None:
             writer.end()
