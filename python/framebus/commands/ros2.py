@@ -12,16 +12,18 @@ from ._args import int_range, positive_int, stream_name
 from ._signals import stop_on_signals, stopped_status
 from ._wait import add_wait_argument
 
-HELP = "ROS 2 image topics over Zenoh (rmw_zenoh): publish NAME --topic T | subscribe TOPIC --stream NAME"
+HELP = "ROS 2 image topics over Zenoh (rmw_zenoh): publish NAME --topic T | subscribe TOPIC --stream NAME | router"
 
 _EXAMPLES = """examples:
   framebus ros2 publish camera --topic /camera/image_raw --frame-id camera
   framebus ros2 subscribe /camera/image_raw --stream from_ros
   framebus ros2 publish camera --topic /camera/image_raw --connect tcp/robot:7447
 
+  framebus ros2 router --listen tcp/0.0.0.0:7447
+
 By default both join the Zenoh network as ROS 2 nodes with rmw_zenoh do: through the router on
-tcp/localhost:7447 (`ros2 run rmw_zenoh_cpp rmw_zenohd`, or without ROS the few lines of
-eclipse-zenoh in docs/ros2.md, "A router without ROS"). Until a router or peer is reached, the
+tcp/localhost:7447 (`ros2 run rmw_zenoh_cpp rmw_zenohd`, or without ROS `framebus ros2 router`).
+Until a router or peer is reached, the
 state says "waiting for a Zenoh router at ENDPOINT" and nothing is sent."""
 
 
@@ -47,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--keep", action="store_true", help="keep the local stream when stopping")
     _common(s)
 
+    r = sub.add_parser("router", help="run a Zenoh router with rmw_zenoh's settings (what rmw_zenohd runs), until Ctrl-C / SIGTERM")
+    r.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="Zenoh endpoint to listen on (repeatable; default tcp/[::]:7447)")
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--domain", type=int_range(0, 232), default=0, help="ROS_DOMAIN_ID (default 0)")
@@ -63,6 +68,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "router":
+        from ._ros2_router import run_router
+
+        return run_router(args)
     try:
         from .. import ros2
     except ImportError as exc:
