@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub.add_argument("--topic", required=True, help="ROS 2 topic, e.g. /camera/image_raw")
     pub.add_argument("--frame-id", default="", help="header.frame_id of every image (default empty)")
     pub.add_argument("--bgr", action="store_true", help="3/4-channel frames are BGR(A): bgr8/bgra8 instead of rgb8/rgba8")
-    pub.add_argument("--best-effort", action="store_true", help="announce and send best effort (default reliable)")
+    pub.add_argument("--best-effort", dest="qos", action="store_const", const="best_effort", default="reliable",
+                     help="the same as --qos best_effort")
     add_wait_argument(pub)
     _common(pub)
 
@@ -57,7 +58,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--domain", type=int_range(0, 232), default=0, help="ROS_DOMAIN_ID (default 0)")
     p.add_argument("--node", default=None, help="ROS node name to appear as (default framebus_<stream>)")
     p.add_argument("--namespace", default="", help="ROS namespace of that node (default none)")
-    p.add_argument("--depth", type=positive_int, default=10, help="QoS history depth announced (default 10)")
+    p.add_argument("--qos", choices=["reliable", "best_effort"], default="reliable", help="QoS reliability (default reliable)")
+    p.add_argument("--durability", choices=["volatile", "transient_local"], default="volatile",
+                   help="QoS durability (default volatile); transient_local: late subscriptions get the last DEPTH images")
+    p.add_argument("--depth", type=positive_int, default=10, help="QoS history depth, keep-last (default 10)")
     p.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="Zenoh endpoint to listen on, e.g. tcp/0.0.0.0:7448 (repeatable)")
     p.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="Zenoh router or peer, e.g. tcp/HOST:7447 (repeatable; default tcp/localhost:7447)")
     p.add_argument("--no-scouting", dest="scouting", action="store_false", default=None, help="turn Zenoh multicast scouting off")
@@ -89,14 +93,15 @@ def run(args: argparse.Namespace) -> int:
             stop_on_signals(stop)
             node: Any = ros2.publish(
                 args.name, args.topic, frame_id=args.frame_id, domain=args.domain, bgr=args.bgr, node=args.node,
-                namespace=args.namespace, depth=args.depth, best_effort=args.best_effort, **zenoh,
+                namespace=args.namespace, depth=args.depth, best_effort=args.qos == "best_effort", durability=args.durability, **zenoh,
             )
             what = f"{args.name} -> {node.topic} ({node.key})"
         else:
             stop_on_signals(stop)
             node = ros2.subscribe(
                 args.topic, args.name, domain=args.domain, slots=args.slots, capacity=args.capacity, keep=args.keep,
-                node=args.node, namespace=args.namespace, depth=args.depth, **zenoh,
+                node=args.node, namespace=args.namespace, depth=args.depth, best_effort=args.qos == "best_effort",
+                durability=args.durability, **zenoh,
             )
             what = f"{node.topic} -> {args.name}"
     except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:

@@ -8,6 +8,7 @@
 //! ros2-peer pub --connect EP --topic T [--encoding E] [--width W] [--height H] [--count N] [--rate HZ]
 //!               [--frame-id F] [--stamp-sec S] [--wait-subs N] [QOS]
 //! ros2-peer graph --connect EP [--interval S] [--count N]
+//! ros2-peer router-config   (hiroz's router settings, one {"key", "value"} line each)
 //!
 //! QOS: --reliability reliable|best_effort --durability volatile|transient_local --depth N.
 //! The images the publisher sends are deterministic: byte i of image k (k from 0) is
@@ -117,6 +118,13 @@ fn router(args: &Args) -> Res<()> {
     loop {
         std::thread::sleep(Duration::from_secs(3600)); // until killed
     }
+}
+
+fn router_config() -> Res<()> {
+    for o in hiroz::config::router_overrides() {
+        emit(&serde_json::json!({"key": o.key, "value": o.value}).to_string());
+    }
+    Ok(())
 }
 
 /// Byte i of image k.
@@ -263,6 +271,7 @@ fn main() {
         "sub" => subscriber(&args),
         "pub" => publisher(&args),
         "graph" => graph(&args),
+        "router-config" => router_config(),
         other => Err(format!("unknown mode {other:?}: router, sub, pub or graph")),
     });
     if let Err(e) = result {
