@@ -10,6 +10,7 @@
 //! ros2-peer graph --connect EP [--interval S] [--count N]
 //! ros2-peer router-config   (hiroz's router settings, one {"key", "value"} line each)
 //!
+//! Every mode but router takes --mode peer|client (default peer, as ROS 2 nodes) and --domain N.
 //! QOS: --reliability reliable|best_effort --durability volatile|transient_local --depth N.
 //! The images the publisher sends are deterministic: byte i of image k (k from 0) is
 //! (i * 7 + k * 13) % 251, the stamp is (stamp-sec + k) s and k * 1000 ns.
@@ -19,10 +20,10 @@ use std::io::Write;
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-use hiroz::Builder;
 use hiroz::config::{RouterConfigBuilder, SessionConfigBuilder};
 use hiroz::context::{ZContext, ZContextBuilder};
 use hiroz::qos::{QosDurability, QosHistory, QosProfile, QosReliability};
+use hiroz::Builder;
 use hiroz_msgs::builtin_interfaces::Time;
 use hiroz_msgs::sensor_msgs::Image;
 use hiroz_msgs::std_msgs::Header;
@@ -102,7 +103,16 @@ fn qos(args: &Args) -> Res<QosProfile> {
 
 fn context(args: &Args) -> Res<ZContext> {
     let endpoint = args.need("connect")?;
-    let config = SessionConfigBuilder::new().with_router_endpoint(endpoint).build_config().map_err(|e| e.to_string())?;
+    let mode = match args.get("mode").unwrap_or("peer") {
+        "peer" => "peer",
+        "client" => "client",
+        other => return Err(format!("--mode: peer or client, got {other:?}")),
+    };
+    let config = SessionConfigBuilder::new()
+        .with_router_endpoint(endpoint)
+        .with_override("mode", serde_json::json!(mode), "--mode")
+        .build_config()
+        .map_err(|e| e.to_string())?;
     ZContextBuilder::default()
         .with_domain_id(args.num("domain", 0usize)?)
         .with_zenoh_config(config)
@@ -256,7 +266,8 @@ fn graph(args: &Args) -> Res<()> {
             .map(|(name, ns)| if ns == "/" { format!("/{name}") } else { format!("{ns}/{name}") })
             .collect();
         nodes.sort();
-        let mut topics: Vec<(String, String)> = ctx.graph().get_topic_names_and_types().into_iter().map(|(t, ty)| (t, ros_type(&ty))).collect();
+        let mut topics: Vec<(String, String)> =
+            ctx.graph().get_topic_names_and_types().into_iter().map(|(t, ty)| (t, ros_type(&ty))).collect();
         topics.sort();
         let nodes: Vec<String> = nodes.iter().map(|n| json_str(n)).collect();
         let topics: Vec<String> = topics.iter().map(|(t, ty)| format!("[{},{}]", json_str(t), json_str(ty))).collect();
