@@ -92,7 +92,7 @@ def declare_publisher(session: Any, key: str, qos: Qos) -> Any:
     return ext.declare_advanced_publisher(
         session, key, congestion_control=zenoh.CongestionControl.DROP, reliability=reliability,
         cache=ext.CacheConfig(max_samples=qos.depth), publisher_detection=True,
-        sample_miss_detection=ext.MissDetectionConfig(heartbeat=0.5) if qos.reliable else None,
+        sample_miss_detection=ext.MissDetectionConfig(heartbeat=None, sporadic_heartbeat=0.5) if qos.reliable else None,
     )
 
 
@@ -105,7 +105,7 @@ def declare_subscriber(session: Any, key: str, qos: Qos, handler: Callable[[Any]
 
     return ext.declare_advanced_subscriber(
         session, key, handler, history=ext.HistoryConfig(detect_late_publishers=True, max_samples=qos.depth),
-        recovery=ext.RecoveryConfig(heartbeat=True) if qos.reliable else None, subscriber_detection=True,
+        recovery=ext.RecoveryConfig(periodic_queries=None, heartbeat=True) if qos.reliable else None, subscriber_detection=True,
     )
 
 
