@@ -49,7 +49,8 @@ FPS = 30
 BITRATE = "8M"
 GOP = 30
 TOPIC = "/w12/image"
-ROS_PORT = 7447  # the far side's own loopback: where ROS 2 nodes look for their router by default
+ROS_PORT = 7447
+ROS_ENDPOINT = f"tcp/127.0.0.1:{ROS_PORT}"  # the far side's own loopback: where ROS 2 nodes look for their router by default
 
 COLUMNS = [
     Column("latency", "latency p50 ms", "{:.1f}", "p50"),
@@ -70,7 +71,7 @@ def missing() -> Optional[str]:
 
 def find_hiroz(given: str) -> Optional[str]:
     """The hiroz ROS 2 peer binary: ``hiroz:PATH`` as given, else one built under
-    tests/ros2_peer of this repository, else None (framebus's own subscriber is used)."""
+    where scripts/build-ros2-peer.sh puts it (``FRAMEBUS_ROS2_PEER``, else its target folder), else None (framebus's own subscriber is used)."""
     if given.startswith("hiroz:"):
         path = given.split(":", 1)[1]
         if not os.access(path, os.X_OK):
@@ -78,12 +79,11 @@ def find_hiroz(given: str) -> Optional[str]:
         return path
     if given:
         return None
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "ros2_peer", "target")
-    for build in ("release", "debug"):
-        for name in ("ros2_peer", "ros2-peer"):
-            path = os.path.normpath(os.path.join(root, build, name))
-            if os.access(path, os.X_OK):
-                return path
+    # Where scripts/build-ros2-peer.sh builds it (scripts/test.sh exports FRAMEBUS_ROS2_PEER).
+    target = os.environ.get("FRAMEBUS_PEER_TARGET") or os.path.join(os.path.expanduser("~"), ".cache", "framebus", "ros2-peer")
+    for path in (os.environ.get("FRAMEBUS_ROS2_PEER", ""), os.path.join(target, "debug", "ros2-peer")):
+        if path and os.access(path, os.X_OK):
+            return path
     return None
 
 
@@ -234,7 +234,7 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
                 "ros2", "publish", names["dec"], "--topic", TOPIC, "--frame-id", "camera", "--listen", f"tcp/127.0.0.1:{ROS_PORT}",
                 "--no-scouting", "--wait", "90", "--quiet"), logdir)
             if hiroz:
-                stages["ros node"] = _Proc("ros_node", far + [hiroz, "sub", "--topic", TOPIC], logdir, stdout=subprocess.PIPE)
+                stages["ros node"] = _Proc("ros_node", far + [hiroz, "sub", "--connect", ROS_ENDPOINT, "--timeout", "86400", "--topic", TOPIC], logdir, stdout=subprocess.PIPE)
                 out = stages["ros node"].proc.stdout
 
                 def lines() -> None:

@@ -42,7 +42,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="OLD.json", help="show each row's change against an earlier --json file")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
     p.add_argument("--load", type=int, default=0, metavar="N", help="run N busy processes (CPU spin loops) beside the suites, started before and stopped after (recorded in the JSON and Markdown): measure on a busy machine")
-    p.add_argument("--ros-node", default="", metavar="NODE", help="W12's ROS 2 node: framebus (framebus ros2 subscribe) or hiroz:PATH (the hiroz test peer); default: the hiroz peer when built under tests/ros2_peer, else framebus")
+    p.add_argument("--ros-node", default="", metavar="NODE", help="W12's ROS 2 node: framebus (framebus ros2 subscribe) or hiroz:PATH (the hiroz test peer); default: the hiroz peer when scripts/build-ros2-peer.sh has built it, else framebus")
     p.add_argument("--explain", action="store_true", help="print how this machine copies frames (kernel, threads, huge pages; framebus.tuning) before running; alone, print it and exit")
     return p
 

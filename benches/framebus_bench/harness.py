@@ -28,7 +28,7 @@ class Config:
     quick: bool = False
     smoke: bool = False
     large: bool = False
-    #: W12's ROS 2 node: "" (the hiroz peer when built under tests/ros2_peer, else framebus's
+    #: W12's ROS 2 node: "" (the hiroz peer when scripts/build-ros2-peer.sh has built it, else framebus's
     #: own subscriber), "framebus", or "hiroz:PATH".
     ros_node: str = ""
 

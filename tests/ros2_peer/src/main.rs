@@ -5,6 +5,7 @@
 //!
 //! ros2-peer router --listen EP
 //! ros2-peer sub --connect EP --topic T [--count N] [--timeout S] [--data-dir DIR] [QOS]
+//!               (each image's line has recv_ns: the wall clock, Unix ns, when it arrived)
 //! ros2-peer pub --connect EP --topic T [--encoding E] [--width W] [--height H] [--count N] [--rate HZ]
 //!               [--frame-id F] [--stamp-sec S] [--wait-subs N] [QOS]
 //! ros2-peer graph --connect EP [--interval S] [--count N]
@@ -215,6 +216,7 @@ fn subscriber(args: &Args) -> Res<()> {
             Ok(m) => m,
             Err(_) => continue,
         };
+        let recv_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let data = msg.data.contiguous();
         let (mut h, mut sum) = (0xcbf2_9ce4_8422_2325u64, 0u64); // FNV-1a 64 and the byte sum
         for &b in data.iter() {
@@ -225,7 +227,7 @@ fn subscriber(args: &Args) -> Res<()> {
             std::fs::write(dir.join(format!("{received}.bin")), &*data).map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
         }
         emit(&format!(
-            "{{\"n\":{received},\"width\":{},\"height\":{},\"encoding\":{},\"step\":{},\"is_bigendian\":{},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"len\":{},\"fnv1a64\":\"{h:016x}\",\"sum\":{sum}}}",
+            "{{\"n\":{received},\"width\":{},\"height\":{},\"encoding\":{},\"step\":{},\"is_bigendian\":{},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"len\":{},\"fnv1a64\":\"{h:016x}\",\"sum\":{sum},\"recv_ns\":{recv_ns}}}",
             msg.width,
             msg.height,
             json_str(&msg.encoding),
