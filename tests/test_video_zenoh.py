@@ -34,15 +34,15 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
     decodes is its source."""
     import time
 
-    from framebus._bridge import protocol
-    from framebus._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
+    from framebus.net.wire import protocol
+    from framebus.net.zenoh import ZenohLink
 
     link = LoopbackLink("fbvideo")
     writer = Writer(source, fps=100)
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", gop=1000, mode="latest", **link.pub)
     local = names("dec")
     zlink = ZenohLink(connect=(f"tcp/127.0.0.1:{link.port}",), scouting=False)
-    sub = ZenohSubscriber(link.key, local, net.SubscribeOptions(timeout=BOUND), zlink)
+    sub = net.Subscriber(link.key, local, net.SubscribeOptions(timeout=BOUND, engine_options=zlink))
     accept = sub._accept
     flags = []
 
