@@ -139,7 +139,7 @@ def test_delayed_link_never_yields_a_corrupt_picture(names, source):
     try:
         for fid, arr in read_pictures(local, 20):
             assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
-        assert pub.gate.held > 0  # the gate did hold packets back
+        assert pub.payload.gate.held > 0  # the gate did hold packets back
         assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
     finally:
         sub.stop()

@@ -58,7 +58,7 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
         for fid, arr in read_pictures(local, 20):
             assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
         wait_until(lambda: sub.stats.dropped > 0, "the subscriber to count what it missed")
-        assert pub.gate.held > 0  # the gate held packets back from it
+        assert pub.payload.gate.held > 0  # the gate held packets back from it
         assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
         assert pub.stats.dropped > 0
         assert sub.decoder.skipped == 0  # every packet it got was stored: no hole to skip
