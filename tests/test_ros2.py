@@ -27,7 +27,7 @@ pytest.importorskip("rosbags", reason="rosbags is not installed (pip install 'fr
 ros2 = pytest.importorskip("framebus.ros2")
 from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
-from framebus._bridge.errors import SpecMismatchError  # noqa: E402
+from framebus.net import SpecMismatchError  # noqa: E402
 from framebus.ros2 import image as I  # noqa: E402
 from framebus.ros2 import rmw  # noqa: E402
 from bridge_helpers import free_port  # noqa: E402
@@ -197,7 +197,7 @@ def test_a_zenoh_peer_receives_the_published_topic(name):
                     assert got["hw"] == [48, 64, 64 * 3]
                     import hashlib
                     assert got["sha"] == hashlib.sha256(frame(shape, i).tobytes()).hexdigest()
-                from framebus._bridge import status
+                from framebus.net.link import status
 
                 deadline = time.monotonic() + BOUND  # the record is refreshed about twice a second
                 while not status.by_stream()[name][0].startswith("-> ros2:/camera/image_raw (running, 1 sub"):

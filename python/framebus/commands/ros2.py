@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from ..errors import FramebusError
     from ._wait import wait_for_stream
-    from .bridge import _stop, _watch
+    from ..net.link import stop_bridge, watch_bridge
 
     zenoh = dict(connect=args.connect, listen=args.listen, scouting=args.scouting, zenoh_config=args.zenoh_config, zenoh_mode=args.zenoh_mode)
     stop = threading.Event()
@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"framebus ros2 {args.action}: {error_text(exc)}", file=sys.stderr)
         return 1
     print(f"framebus ros2 {args.action}: {what}; Ctrl-C to stop", flush=True)
-    _watch(node, stop, quiet=args.quiet or not sys.stdout.isatty())
-    if _stop(node, f"ros2 {args.action}"):
+    watch_bridge(node, stop, quiet=args.quiet or not sys.stdout.isatty(), title="framebus ros2")
+    if stop_bridge(node, f"ros2 {args.action}"):
         return 1
     s = node.stats
     print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped{node.reach_note()}", flush=True)

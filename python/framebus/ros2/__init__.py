@@ -26,7 +26,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("framebus.ros2 needs eclipse-zenoh and rosbags: pip install 'framebus[zenoh]'") from _exc
 
-from .._bridge.zenoh_engine import ZenohLink
+from ..net.zenoh import ZenohLink
 from .node import ImagePublisher, ImageSubscriber
 from . import image, rmw
 

@@ -16,12 +16,10 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _stream
-from .._bridge import zenoh_wire
-from .._bridge.base import SLICE_S, TICK_S, Bridge, BridgeStats
-from .._bridge.errors import SpecMismatchError
-from .._bridge.zenoh_reach import Reach
-from .._bridge.zenoh_engine import ZenohLink, _Inbox
-from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamTimeoutError
+from ..errors import InvalidArgumentError, StreamEndedError, StreamTimeoutError
+from ..net.link import SLICE_S, TICK_S, Bridge, BridgeStats, local_stream
+from ..net.wire import SpecMismatchError
+from ..net.zenoh import Inbox, Reach, ZenohLink, frames
 from . import image as I
 from . import rmw
 from .qos import Qos, QosWatch, declare_publisher, declare_subscriber
@@ -257,7 +255,7 @@ class ImageSubscriber(_RosEnd):
         self.capacity = capacity
         self.keep = bool(keep)
         self._sub: Any = None
-        self._inbox = _Inbox()
+        self._inbox = Inbox()
         self._dst: Any = None
         self._owned = False
         self.publishers: set = set()
@@ -304,7 +302,7 @@ class ImageSubscriber(_RosEnd):
             self._accept(sample)
 
     def _accept(self, sample: Any) -> None:
-        data = zenoh_wire.frame_bytes(sample.payload)  # one copy, fragments or not
+        data = frames.frame_bytes(sample.payload)  # one copy, fragments or not
         dds_type = str(sample.key_expr).rsplit("/", 2)[1]
         if dds_type == rmw.dds_type_name(COMPRESSED):
             from .compressed import decode
@@ -358,21 +356,12 @@ class ImageSubscriber(_RosEnd):
                 f"the images on {self.topic} changed from shape {tuple(dst.shape)} {dst.dtype} to {arr.shape} {arr.dtype}; "
                 "a fixed-shape stream cannot follow: subscribe with capacity=BYTES (--capacity) for a variable-shape stream"
             )
-        name = self.stream_name
-        try:
-            if self.capacity is not None:
-                self._dst = _stream.create(name, capacity=self.capacity, slots=self.slots)
-            else:
-                self._dst = _stream.create(name, shape=arr.shape, dtype=arr.dtype.newbyteorder("="), slots=self.slots)
-            self._owned = True
-        except StreamExistsError:
-            self._dst = _stream.open(name)
-            self._owned = False
-            if not self._dst.variable and (tuple(self._dst.shape) != arr.shape or self._dst.dtype != arr.dtype):
-                have = (tuple(self._dst.shape), self._dst.dtype)
-                self._dst.close()
-                self._dst = None
-                raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} {have[1]}; the images on {self.topic} are {arr.shape} {arr.dtype}") from None
+        # The bridges' rule: a stream of another live process is written into if its spec fits,
+        # one left by an end that died is taken over, else SpecMismatchError.
+        if self.capacity is not None:
+            self._dst, self._owned = local_stream(self.stream_name, (self.capacity,), np.dtype(np.uint8), self.slots, variable=True)
+        else:
+            self._dst, self._owned = local_stream(self.stream_name, arr.shape, arr.dtype.newbyteorder("="), self.slots)
         self._dst.set_role("bridge in", self._label())
         self._label_shown = self._label()
 
