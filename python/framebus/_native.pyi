@@ -7,7 +7,7 @@ from typing_extensions import disjoint_base, final
 
 import numpy as np
 
-__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "MAX_FRAME_BYTES", "Loan", "PROBLEM_KINDS", "Stream", "__version__", "_ArrayHeader", "_FrameHeader", "_Opened", "_SlotHeader", "_open", "_pipe_flush_at_exit", "check_capacity", "check_dtype", "check_shape", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
+__all__ = ["COUNT_LIMITS", "DOOR_CODES", "DeviceArray", "DeviceDownload", "DeviceFrame", "DeviceLoan", "DeviceStream", "ERROR_KINDS", "FRAME_TABLE_BYTES", "Frame", "LAYOUT_VERSION", "MAX_ARRAY_NAME", "MAX_FRAME_ARRAYS", "MAX_FRAME_BYTES", "Loan", "PROBLEM_KINDS", "Stream", "__version__", "_ArrayHeader", "_FrameHeader", "_Opened", "_SlotHeader", "_open", "_pipe_flush_at_exit", "check_capacity", "check_dtype", "check_shape", "close", "configure", "copy_plan", "fake_cuda_counts", "fake_cuda_host_counts", "fake_cuda_read", "fork_child", "fork_parent", "fork_prepare", "gc", "gpu_info", "list_info", "pipe", "pipe_stats", "segment_bytes", "stream_info", "stream_names", "stream_stats", "sync", "unlink"]
 
 __version__: str
 LAYOUT_VERSION: int
@@ -343,6 +343,35 @@ class DeviceStream(Stream):
         Stream.loan."""
 
 @final
+class DeviceDownload:
+    """Reads a device stream's frames on the host: each read pins the frame, makes a CUDA stream
+    of its own wait for the frame's ready event, copies the frame into page-locked host memory
+    allocated once (at construction) and reused, waits for the copy, records the handle's
+    release event and unpins; then copies the bytes out of the page-locked buffer into ``out``
+    or a new NumPy array (so the array returned stays valid after later reads). Marks the
+    handle's reader entry as a download (``framebus ls``/``top``). Use
+    ``framebus._host_read.open_for_host`` rather than this class."""
+
+    def __new__(cls, stream: DeviceStream) -> "DeviceDownload":
+        """Allocates the page-locked buffer and the CUDA stream for ``stream`` (a handle through
+        the GPU). DeviceError when the driver refuses them; StreamClosedError for a closed handle."""
+    def read_latest(self, *, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]:
+        """(array, seq, timestamp_ns, frame_id, meta) of the newest frame, never waiting.
+        NoFrameError before the first frame, DeviceUnavailableError (naming the pid) once the
+        stream's owner has exited, InvalidArgumentError for an ``out`` of another shape or dtype
+        or while another thread reads, StreamClosedError after close()."""
+    def read_next(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> Tuple[np.ndarray, int, int, int, bytes]:
+        """(array, seq, timestamp_ns, frame_id, meta) of the next frame this handle has not seen,
+        waiting up to ``timeout`` (as Stream.read_new: StreamTimeoutError, StreamEndedError,
+        DeviceUnavailableError once the owner has exited)."""
+    def close(self) -> None:
+        """Gives back the page-locked buffer and CUDA stream (idempotent, never waits). The
+        stream handle stays open."""
+    @property
+    def closed(self) -> bool:
+        """Whether close() was called."""
+
+@final
 class _Opened:
     """A handle ``_open`` opened, until ``Stream`` or ``DeviceStream`` adopts it."""
 
@@ -596,6 +625,9 @@ def fake_cuda_read(ptr: int, nbytes: int) -> bytes:
     """The fake door's device bytes (FRAMEBUS_CUDA=fake; tests)."""
 def fake_cuda_counts() -> Tuple[int, int, int]:
     """The fake door's live (allocations, opened memory handles, events) in this process."""
+def fake_cuda_host_counts() -> Tuple[int, int, int]:
+    """The fake door's (live page-locked host allocations, page-locked allocations made so far,
+    live created CUDA streams) in this process."""
 def fork_prepare() -> None: ...
 def fork_parent() -> None: ...
 def fork_child() -> None: ...

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _native
 from .info import StreamInfo, list_streams, stat
 
-__all__ = ["snapshot", "measure", "document", "readers", "WRITING_ROLES", "MONITOR_ROLES"]
+__all__ = ["snapshot", "measure", "document", "readers", "downloads", "WRITING_ROLES", "MONITOR_ROLES"]
 
 #: Roles of handles that write the stream rather than read it: ``create()`` tags its handle
 #: "writer" (and the core tags a handle "writer" at its first write), a bridge subscriber
@@ -35,6 +35,13 @@ def readers(name: str) -> "tuple[int, int]":
     Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
     table = [r for r in _native.stream_stats(name)["readers"] if r["alive"] and r["mode"] != "closed" and r["role"] not in WRITING_ROLES]
     return len(table), sum(1 for r in table if r["mode"] == "lossless")
+
+
+def downloads(name: str) -> int:
+    """Live handles of stream ``name`` that copy its device frames to host memory (a bridge,
+    ``framebus record`` or a pipe reading a device stream without a CPU mirror), read without
+    attaching. Raises StreamNotFoundError (FileNotFoundError) if it does not exist."""
+    return sum(1 for r in _native.stream_stats(name)["readers"] if r["alive"] and r["mode"] != "closed" and r.get("download"))
 
 
 def _rate(after: float, before: float, seconds: float) -> float:
@@ -67,6 +74,7 @@ def compare(info: StreamInfo, before: Dict[str, Any], after: Dict[str, Any]) -> 
                 "mode": r["mode"],
                 "role": r["role"],
                 "label": r["label"],
+                "download": bool(r.get("download")),
                 "writes": writes,
                 "monitor": monitor,
                 "read_fps": _rate(r["reads"], prev["reads"], seconds),
@@ -139,10 +147,11 @@ def document(names: Optional[Iterable[str]] = None, interval: float = 1.0) -> Di
     """What ``framebus top --once --json`` prints: ``{"interval_s", "streams": [{"name",
     "writer_pid", "writer_alive", "write_fps", "write_mbps", "latest_seq", "frames_written",
     "write_waits", "write_wait_ms_per_s", "ended", "readers": [{"pid", "mode", "role", "label",
-    "writes", "monitor", "read_fps", "lag_frames", "lag_ms", "missed", "writer_waits", "pinned_slots",
+    "download", "writes", "monitor", "read_fps", "lag_frames", "lag_ms", "missed", "writer_waits", "pinned_slots",
     "pinned_for_s", ...}]}]}``. Rates are over ``interval`` seconds; ``lag_ms`` is the lag in
     frames at the writer's current rate (None when the writer is idle and the reader behind).
     ``writes`` is true for handles of a writing role (:data:`WRITING_ROLES`), ``monitor`` for
-    handles that only look (:data:`MONITOR_ROLES`: ``hz``, ``echo``): their lag is 0. Handles
+    handles that only look (:data:`MONITOR_ROLES`: ``hz``, ``echo``): their lag is 0.
+    ``download`` is true for handles that copy a device stream's frames to host memory. Handles
     of dead processes are not listed (the writer reclaims them)."""
     return {"interval_s": interval, "streams": measure(names, interval)}

@@ -5,7 +5,6 @@
 
 use framebus::DeviceBuffer;
 use numpy::{PyArrayDescr, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::PyDict;
@@ -136,14 +135,7 @@ impl PyDeviceArray {
         let _ = max_version;
         let py = slf.py();
         let me = slf.get();
-        if copy == Some(true) {
-            return Err(PyValueError::new_err("DeviceArray.__dlpack__ does not copy (copy=True)"));
-        }
-        if let Some(d) = dl_device.filter(|d| !d.is_none()) {
-            if d.extract::<(i32, i32)>()? != (dlpack::KDL_CUDA, me.buffer.device() as i32) {
-                return Err(PyValueError::new_err("DeviceArray.__dlpack__ exports to its own device only"));
-            }
-        }
+        dlpack::check_export("DeviceArray", me.buffer.device(), copy, dl_device, "")?;
         let consumer = dlpack::dlpack_stream(stream)?;
         py.detach(|| me.buffer.sync_for(consumer)).map_err(CoreError)?;
         dlpack::export_capsule(py, me.buffer.ptr(), &me.spec.shape, &me.dtype, Some(me.buffer.device()), slf.clone().into_any().unbind())

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use framebus::{DeviceStream, Pinned};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::{PyDict, PyTuple};
@@ -102,14 +101,7 @@ impl PyDeviceFrame {
         let _ = max_version;
         let py = slf.py();
         let me = slf.get();
-        if copy == Some(true) {
-            return Err(PyValueError::new_err("DeviceFrame.__dlpack__ does not copy (copy=True): use read_new() for a copy"));
-        }
-        if let Some(d) = dl_device.filter(|d| !d.is_none()) {
-            if d.extract::<(i32, i32)>()? != (dlpack::KDL_CUDA, me.frame.device() as i32) {
-                return Err(PyValueError::new_err("a DeviceFrame exports to its own device only"));
-            }
-        }
+        dlpack::check_export("DeviceFrame", me.frame.device(), copy, dl_device, ": use read_new() for a copy")?;
         match dlpack::dlpack_stream(stream)? {
             Some(s) => me.acquire_on(py, s)?,
             None => py.detach(|| me.frame.wait_on_host()).map_err(CoreError)?,

@@ -10,7 +10,6 @@
 use std::sync::{Arc, Mutex};
 
 use framebus::DeviceLoan;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pyclass_init::PyClassInitializer;
 use pyo3::types::PyDict;
@@ -142,14 +141,7 @@ impl PyDeviceLoan {
         let py = slf.py();
         let me = slf.get();
         me.check_open(py)?;
-        if copy == Some(true) {
-            return Err(PyValueError::new_err("DeviceLoan.__dlpack__ does not copy (copy=True)"));
-        }
-        if let Some(d) = dl_device.filter(|d| !d.is_none()) {
-            if d.extract::<(i32, i32)>()? != (dlpack::KDL_CUDA, me.device as i32) {
-                return Err(PyValueError::new_err("a DeviceLoan exports to its own device only"));
-            }
-        }
+        dlpack::check_export("DeviceLoan", me.device, copy, dl_device, "")?;
         dlpack::export_capsule(py, me.ptr, &me.spec.shape, &me.dtype, Some(me.device), slf.clone().into_any().unbind())
     }
 

@@ -356,3 +356,18 @@ pub fn dlpack_stream(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> 
 pub fn device_tuple(device: u32) -> (c_int, c_int) {
     (KDL_CUDA, device as c_int)
 }
+
+/// Checks a `__dlpack__` request for the zero-copy export of `what` ("DeviceArray", ...) on CUDA
+/// device `device`: ValueError for `copy=True` (the message ends with `hint`, how to get a copy
+/// instead) and for a `dl_device` other than that device.
+pub fn check_export(what: &str, device: u32, copy: Option<bool>, dl_device: Option<&Bound<'_, PyAny>>, hint: &str) -> PyResult<()> {
+    if copy == Some(true) {
+        return Err(PyValueError::new_err(format!("{what}.__dlpack__ does not copy (copy=True){hint}")));
+    }
+    if let Some(d) = dl_device.filter(|d| !d.is_none()) {
+        if d.extract::<(i32, i32)>()? != (KDL_CUDA, device as i32) {
+            return Err(PyValueError::new_err(format!("a {what} exports to its own device only")));
+        }
+    }
+    Ok(())
+}

@@ -75,3 +75,17 @@ pub fn fake_cuda_counts() -> (usize, usize, usize) {
     #[cfg(not(feature = "fake-cuda"))]
     (0, 0, 0)
 }
+
+/// The fake door's page-locked host memory and CUDA streams of this process: (live page-locked
+/// allocations, page-locked allocations made so far, live created streams); zeros in a build
+/// without the fake.
+#[pyfunction]
+pub fn fake_cuda_host_counts() -> (usize, u64, usize) {
+    #[cfg(feature = "fake-cuda")]
+    {
+        let c = framebus::gpu::fake::fake_counts();
+        (c.host_allocations, c.host_allocations_made, c.streams)
+    }
+    #[cfg(not(feature = "fake-cuda"))]
+    (0, 0, 0)
+}

@@ -7,6 +7,7 @@ use pyo3::types::PyDict;
 mod args;
 mod array;
 mod device_array;
+mod device_download;
 mod device_frame;
 mod device_loan;
 mod dlpack;
@@ -174,6 +175,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<frame::PyFrame>()?;
     m.add_class::<loan::PyLoan>()?;
     m.add_class::<device_array::PyDeviceArray>()?;
+    m.add_class::<device_download::PyDeviceDownload>()?;
     m.add_class::<device_frame::PyDeviceFrame>()?;
     m.add_class::<device_loan::PyDeviceLoan>()?;
     m.add_class::<stream_device::PyDeviceStream>()?;
@@ -183,6 +185,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu::gpu_info, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::fake_cuda_read, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::fake_cuda_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::fake_cuda_host_counts, m)?)?;
     m.add_function(wrap_pyfunction!(fork::fork_prepare, m)?)?;
     m.add_function(wrap_pyfunction!(fork::fork_parent, m)?)?;
     m.add_function(wrap_pyfunction!(fork::fork_child, m)?)?;

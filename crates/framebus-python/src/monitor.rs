@@ -33,6 +33,7 @@ pub fn stream_stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyD
         d.set_item("alive", r.alive)?;
         d.set_item("mode", mode_name(r.mode))?;
         d.set_item("role", role_name(r.role))?;
+        d.set_item("download", r.download)?;
         d.set_item("label", &r.label)?;
         d.set_item("reads", r.reads)?;
         d.set_item("missed", r.missed)?;

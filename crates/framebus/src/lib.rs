@@ -29,7 +29,7 @@ pub use gpu::buffer::DeviceBuffer;
 pub use gpu::door::DoorError;
 pub use recovery::StreamInfo;
 pub use ring::{CreateOptions, FrameInfo, FrameRef, KeptSlot, Pinned, ReaderMode, Stream, StreamSpec, WriteGuard, MAX_SEQ, REWRITE_MIN};
-pub use ring::{DeviceFrame, DeviceLoan, DeviceStream};
+pub use ring::{DeviceDownload, DeviceFrame, DeviceLoan, DeviceStream, Downloaded};
 pub use sync::deadline::Deadline;
 pub use sync::lock::Acquired;
 

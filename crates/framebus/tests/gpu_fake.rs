@@ -27,7 +27,12 @@ fn zero() -> FakeCounts {
 }
 
 fn plus(a: FakeCounts, b: FakeCounts) -> FakeCounts {
-    FakeCounts { allocations: a.allocations + b.allocations, openings: a.openings + b.openings, events: a.events + b.events }
+    FakeCounts {
+        allocations: a.allocations + b.allocations,
+        openings: a.openings + b.openings,
+        events: a.events + b.events,
+        ..FakeCounts::default()
+    }
 }
 
 /// The error's CUDA-like name, panicking on success.

@@ -51,15 +51,16 @@ class Segment:
         return REMOVED if identity(self.path) is None else REPLACED
 
 
-def open_watched(name: str, **options: Any) -> Tuple[Any, Segment]:
-    """``framebus.open(name, **options)`` and the segment the handle maps (the same file before
-    and after the open, so a stream replaced meanwhile is not mistaken for the one opened)."""
+def open_watched(name: str, opener: Any = None, **options: Any) -> Tuple[Any, Segment]:
+    """``framebus.open(name, **options)`` (or ``opener``'s) and the segment the handle maps (the
+    same file before and after the open, so a stream replaced meanwhile is not mistaken for the
+    one opened)."""
     import framebus
 
     path = framebus.stat(name).path
     while True:
         before = identity(path)
-        handle = framebus.open(name, **options)
+        handle = (opener or framebus.open)(name, **options)
         if identity(path) == before:
             return handle, Segment(name, path, before)
         handle.close()

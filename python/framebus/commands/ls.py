@@ -18,7 +18,8 @@ JSON_HELP = (
     "memory, or null), cpu_mirror (true when such a stream's frames are also in host memory), slots, frame_bytes, total_bytes, writer (alive, creator "
     "gone, stale, unreadable, or \"not a stream\" for an entry named framebus.* that is no framebus stream: a FIFO, socket, directory, "
     "device file or symbolic link, or a file whose name is not a valid stream name; its problem says which), creator_pid, readers (handles attached that do not write: the "
-    "writer's own handle is not counted), lossless (how many of them are lossless), sequence, "
+    "writer's own handle is not counted), lossless (how many of them are lossless), downloads (how many copy a device stream's frames to host memory: a bridge, record or pipe "
+    "of a stream without a CPU mirror), sequence, "
     "frames_written, bytes_written (ints), problem (string or null), problem_kind (the problem as a code: not_ready, "
     "incompatible, corrupt, other, or not_a_stream; null without a problem) and bridges (list of strings)"
 )
@@ -41,6 +42,18 @@ def bridged() -> dict:
     from ..net.link import by_stream
 
     return by_stream()
+
+
+def _downloads(s: Any) -> int:
+    """Handles of stream ``s`` that copy its device frames to host memory."""
+    from ..monitor import downloads
+
+    if s.device and not s.problem:
+        try:
+            return downloads(str(s))
+        except (OSError, ValueError):
+            pass
+    return 0
 
 
 def _readers(s: Any) -> "tuple[int, int]":
@@ -89,6 +102,7 @@ def records() -> List[Dict[str, Any]]:
                 "creator_pid": s.creator_pid,
                 "readers": readers,
                 "lossless": lossless,
+                "downloads": _downloads(s),
                 "sequence": s.sequence,
                 "frames_written": s.frames_written,
                 "bytes_written": s.bytes_written,
@@ -124,6 +138,7 @@ def _not_a_stream(other: Any) -> Dict[str, Any]:
         "creator_pid": 0,
         "readers": 0,
         "lossless": 0,
+        "downloads": 0,
         "sequence": 0,
         "frames_written": 0,
         "bytes_written": 0,
@@ -144,7 +159,7 @@ def rows() -> List[Dict[str, str]]:
             "dtype": "any" if r["variable"] else r["dtype"] or "?",
             "memory": "host" if not r["device"] else r["device"] + (" + host" if r["cpu_mirror"] else ""),
             "writer": r["writer"],
-            "readers": f"{r['readers']}" + (f" ({r['lossless']} lossless)" if r["lossless"] else ""),
+            "readers": f"{r['readers']}" + (f" ({', '.join(_reader_kinds(r))})" if r["lossless"] or r["downloads"] else ""),
             "sequence": str(r["sequence"]),
             "slots": "?" if r["slots"] is None else str(r["slots"]),
             "size": human_bytes(r["total_bytes"]),
@@ -156,6 +171,11 @@ def rows() -> List[Dict[str, str]]:
             row.update(dict.fromkeys(("shape", "dtype", "memory", "readers", "sequence", "slots", "size", "written"), "-"))
         out.append(row)
     return out
+
+
+def _reader_kinds(r: Dict[str, Any]) -> List[str]:
+    """What the readers column says about a stream's readers besides their count."""
+    return [f"{r['lossless']} lossless"] * bool(r["lossless"]) + [f"{r['downloads']} download"] * bool(r["downloads"])
 
 
 def _problem(r: Dict[str, Any]) -> str:

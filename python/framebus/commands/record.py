@@ -89,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     from ._wait import wait_for_stream
 
     wait_for_stream(args.name, args.wait)  # a missing stream: exit 1 (cli.py)
-    stream, segment = open_watched(args.name, mode="lossless", device="cpu")  # a device stream: its CPU mirror
+    from framebus._host_read import open_for_host
+
+    stream, segment = open_watched(args.name, opener=open_for_host, mode="lossless")  # a device stream: its CPU mirror, else downloaded
     stream.set_role("record", args.out)
     if stream.variable:
         try:

@@ -63,7 +63,7 @@ def cells(stream: Dict[str, Any]) -> List[List[str]]:
         writer += f", {stream['device']}"
     out = [[stream["name"], writer, f"{stream['write_fps']:,.1f}", f"{stream['write_mbps']:,.1f}", f"seq {stream['latest_seq']}", f"{stream['write_waits']} waits", ""]]
     for r in stream["readers"]:
-        who = f"  {r['mode']} {r['role']}" + (f" {r['label']}" if r["label"] else "")
+        who = f"  {r['mode']} {r['role']}" + (" (download)" if r.get("download") else "") + (f" {r['label']}" if r["label"] else "")
         looks = r.get("monitor", False)  # hz, echo: watches, consumes nothing, holds nobody back
         if r["writes"] or looks:
             behind = ""

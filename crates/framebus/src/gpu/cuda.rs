@@ -48,6 +48,10 @@ const SYMBOLS: &[&str] = &[
     "cuMemcpyDtoHAsync_v2",
     "cuStreamSynchronize",
     "cuPointerGetAttribute",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
 ];
 
 pub use super::door::NO_DRIVER;
@@ -363,6 +367,36 @@ impl Door for CudaDoor {
         self.enter("cuStreamSynchronize", device)?;
         // SAFETY: the stream is the caller's live handle of this device.
         check("cuStreamSynchronize", || unsafe { sys::cuStreamSynchronize(stream_ptr(stream)) })
+    }
+
+    fn host_alloc(&self, device: u32, bytes: u64) -> DoorResult<u64> {
+        self.enter("cuMemHostAlloc", device)?;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `ptr` is a valid out pointer; flags 0 asks for plain page-locked memory.
+        check("cuMemHostAlloc", || unsafe { sys::cuMemHostAlloc(&mut ptr, bytes as usize, 0) })?;
+        Ok(ptr as usize as u64)
+    }
+
+    fn host_free(&self, device: u32, ptr: u64) -> DoorResult<()> {
+        self.enter("cuMemFreeHost", device)?;
+        // SAFETY: the caller passes an address host_alloc returned (the door's contract); the
+        // driver reports one it did not allocate as an error.
+        check("cuMemFreeHost", || unsafe { sys::cuMemFreeHost(ptr as usize as *mut c_void) })
+    }
+
+    fn create_stream(&self, device: u32) -> DoorResult<u64> {
+        self.enter("cuStreamCreate", device)?;
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as c_uint;
+        // SAFETY: `s` is a valid out pointer; the device's context is current.
+        check("cuStreamCreate", || unsafe { sys::cuStreamCreate(&mut s, flags) })?;
+        Ok(s as usize as u64)
+    }
+
+    fn destroy_stream(&self, device: u32, stream: u64) -> DoorResult<()> {
+        self.enter("cuStreamDestroy", device)?;
+        // SAFETY: the stream is one create_stream returned (the door's contract).
+        check("cuStreamDestroy", || unsafe { sys::cuStreamDestroy_v2(stream_ptr(stream)) })
     }
 
     fn pointer_device(&self, ptr: u64) -> DoorResult<Option<u32>> {

@@ -159,6 +159,17 @@ pub trait Door: Send + Sync {
     /// `cuStreamSynchronize`.
     fn synchronize_stream(&self, device: u32, stream: u64) -> DoorResult<()>;
 
+    /// `cuMemHostAlloc` (flags 0): `bytes` (> 0) of page-locked host memory, which the device
+    /// copies to and from by DMA; its address in this process.
+    fn host_alloc(&self, device: u32, bytes: u64) -> DoorResult<u64>;
+    /// `cuMemFreeHost` of an address `host_alloc` returned in this process.
+    fn host_free(&self, device: u32, ptr: u64) -> DoorResult<()>;
+    /// `cuStreamCreate` with `CU_STREAM_NON_BLOCKING`: a CUDA stream of the caller's own, not
+    /// ordered with the legacy default stream.
+    fn create_stream(&self, device: u32) -> DoorResult<u64>;
+    /// `cuStreamDestroy` of a stream `create_stream` returned.
+    fn destroy_stream(&self, device: u32, stream: u64) -> DoorResult<()>;
+
     /// The device ordinal a device pointer of this process belongs to
     /// (`CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`), None for host memory the driver does not know:
     /// how a write refuses an array on the wrong device or on the host.

@@ -12,6 +12,8 @@
 //!   handle (owner freed it or exited, descriptor number reused) fails, never maps other memory.
 //! - An event is a memfd too, holding a record count: `record` increments it; copies run at call
 //!   time, so a recorded event is complete at once.
+//! - Page-locked host memory (`host_alloc`) is plain page-aligned host memory of this process,
+//!   counted so that tests see how often it is allocated; a created CUDA stream is a number.
 //!
 //! It refuses what CUDA refuses and what would hide a protocol bug, each with a CUDA-like error
 //! name (see [`Door`] and `docs/gpu.md`). The tables belong to the process that made them: a
@@ -62,6 +64,12 @@ pub struct FakeCounts {
     pub openings: usize,
     /// Events created or opened and not yet destroyed.
     pub events: usize,
+    /// Page-locked host allocations not yet freed.
+    pub host_allocations: usize,
+    /// Page-locked host allocations made by this process so far (freed ones too).
+    pub host_allocations_made: u64,
+    /// CUDA streams created and not yet destroyed.
+    pub streams: usize,
 }
 
 /// One shared mapping of this process.
@@ -133,10 +141,22 @@ struct Tables {
     allocations: BTreeMap<u64, Allocation>,
     openings: BTreeMap<u64, Opening>,
     events: BTreeMap<u64, EventEntry>,
+    /// Page-locked host allocations: address -> bytes.
+    host: BTreeMap<u64, u64>,
+    host_made: u64,
+    /// Created CUDA streams: number -> device.
+    streams: BTreeMap<u64, u32>,
 }
 
-static TABLES: Mutex<Tables> =
-    Mutex::new(Tables { pid: 0, allocations: BTreeMap::new(), openings: BTreeMap::new(), events: BTreeMap::new() });
+static TABLES: Mutex<Tables> = Mutex::new(Tables {
+    pid: 0,
+    allocations: BTreeMap::new(),
+    openings: BTreeMap::new(),
+    events: BTreeMap::new(),
+    host: BTreeMap::new(),
+    host_made: 0,
+    streams: BTreeMap::new(),
+});
 /// Allocation and event ids, never reused in a process line (so a destroyed event stays known).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -149,6 +169,9 @@ fn tables() -> MutexGuard<'static, Tables> {
         t.allocations.clear();
         t.openings.clear();
         t.events.clear();
+        t.host.clear();
+        t.host_made = 0;
+        t.streams.clear();
         t.pid = pid;
     }
     t
@@ -157,7 +180,14 @@ fn tables() -> MutexGuard<'static, Tables> {
 /// Live allocations, openings and events of this process's fake door.
 pub fn fake_counts() -> FakeCounts {
     let t = tables();
-    FakeCounts { allocations: t.allocations.len(), openings: t.openings.len(), events: t.events.len() }
+    FakeCounts {
+        allocations: t.allocations.len(),
+        openings: t.openings.len(),
+        events: t.events.len(),
+        host_allocations: t.host.len(),
+        host_allocations_made: t.host_made,
+        streams: t.streams.len(),
+    }
 }
 
 /// The mapping (allocation or opening) of this process that holds all of `[ptr, ptr+bytes)`.
@@ -197,6 +227,11 @@ pub fn fake_write(ptr: u64, data: &[u8]) -> bool {
 pub fn fake_host_ptr(ptr: u64, len: u64) -> Option<*mut u8> {
     let t = tables();
     find(&t, ptr, len).map(|_| ptr as *mut u8)
+}
+
+/// The layout of a fake page-locked allocation of `bytes` (page aligned, like the driver's).
+fn host_layout(bytes: u64) -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(usize::try_from(bytes).ok()?, 4096).ok()
 }
 
 /// A new memfd named `name`, `len` bytes long.
@@ -606,6 +641,59 @@ impl Door for FakeDoor {
 
     fn synchronize_stream(&self, device: u32, _stream: u64) -> DoorResult<()> {
         self.check_device("cuStreamSynchronize", device)
+    }
+
+    fn host_alloc(&self, device: u32, bytes: u64) -> DoorResult<u64> {
+        const CALL: &str = "cuMemHostAlloc";
+        self.check_device(CALL, device)?;
+        if bytes == 0 {
+            return Err(fail(CALL, INVALID_VALUE, "cannot allocate 0 bytes"));
+        }
+        let layout = host_layout(bytes).ok_or_else(|| fail(CALL, OUT_OF_MEMORY, format!("{bytes} bytes of page-locked memory")))?;
+        // SAFETY: the layout has a non-zero size (checked above) and a valid alignment.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(fail(CALL, OUT_OF_MEMORY, format!("{bytes} bytes of page-locked memory")));
+        }
+        let mut t = tables();
+        t.host.insert(ptr as u64, bytes);
+        t.host_made += 1;
+        Ok(ptr as u64)
+    }
+
+    fn host_free(&self, device: u32, ptr: u64) -> DoorResult<()> {
+        const CALL: &str = "cuMemFreeHost";
+        self.check_device(CALL, device)?;
+        let mut t = tables();
+        let Some(bytes) = t.host.remove(&ptr) else {
+            return Err(fail(CALL, INVALID_VALUE, format!("{ptr:#x} is not page-locked memory this process allocated (freed already?)")));
+        };
+        let layout = host_layout(bytes).expect("allocated with this layout");
+        // SAFETY: `ptr` came from alloc_zeroed with this very layout (the table says so) and was
+        // removed from the table, so it is freed once.
+        unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
+        Ok(())
+    }
+
+    fn create_stream(&self, device: u32) -> DoorResult<u64> {
+        self.check_device("cuStreamCreate", device)?;
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        tables().streams.insert(id, device);
+        Ok(id)
+    }
+
+    fn destroy_stream(&self, device: u32, stream: u64) -> DoorResult<()> {
+        const CALL: &str = "cuStreamDestroy";
+        self.check_device(CALL, device)?;
+        let mut t = tables();
+        match t.streams.get(&stream) {
+            Some(&d) if d == device => {
+                t.streams.remove(&stream);
+                Ok(())
+            }
+            Some(&d) => Err(fail(CALL, INVALID_HANDLE, format!("stream {stream} belongs to device {d}, not {device}"))),
+            None => Err(fail(CALL, INVALID_HANDLE, format!("stream {stream} was not created by this process (destroyed already?)"))),
+        }
     }
 
     fn pointer_device(&self, ptr: u64) -> DoorResult<Option<u32>> {

@@ -11,6 +11,7 @@ pub mod cuda;
 pub mod door;
 #[cfg(feature = "fake-cuda")]
 pub mod fake;
+pub mod host;
 pub mod registry;
 
 use std::sync::OnceLock;

@@ -261,12 +261,16 @@ pub mod role {
     pub const MONITOR: u32 = 5;
     /// A handle that has written to the stream (set when it takes the write lock).
     pub const WRITER: u32 = 6;
+    /// The bits of the role word that hold the role (the values above); the others are flags.
+    pub const KIND: u32 = 0xffff;
+    /// Flag: the handle copies a device stream's frames to host memory (a `DeviceDownload`).
+    pub const DOWNLOAD: u32 = 1 << 16;
     /// Bytes of a label.
     pub const LABEL_BYTES: usize = 48;
 
     /// Whether a handle of role `value` writes the stream (rather than reads it).
     pub fn writes(value: u32) -> bool {
-        matches!(value, WRITER | BRIDGE_IN | PLAY)
+        matches!(value & KIND, WRITER | BRIDGE_IN | PLAY)
     }
 }
 

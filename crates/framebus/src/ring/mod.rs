@@ -3,6 +3,7 @@
 mod blocked;
 mod device;
 mod device_stream;
+mod download;
 mod fork;
 pub mod frame_table;
 mod handle;
@@ -21,6 +22,7 @@ mod writer;
 
 pub use device::{Dest, DeviceSlots, Source, DEVICE_PITCH_ALIGN};
 pub use device_stream::{DeviceFrame, DeviceLoan, DeviceStream};
+pub use download::{DeviceDownload, Downloaded};
 pub use fork::fork_grace;
 pub use handle::{describe, now_ns, CreateOptions, DeviceAccess, ReaderMode, Stream, OPEN_READY_TIMEOUT};
 pub use kept::{set_pages_in_use_check, KeptSlot};

@@ -41,6 +41,8 @@ pub struct ReaderStats {
     pub mode: u32,
     /// `role::*` and the label the handle set.
     pub role: u32,
+    /// Whether it copies a device stream's frames to host memory (`role::DOWNLOAD`).
+    pub download: bool,
     pub label: String,
     pub reads: u64,
     pub missed: u64,
@@ -99,7 +101,8 @@ impl Stream {
                     pid: p.pid,
                     alive: p.is_alive(),
                     mode: e.mode.load(Ordering::Relaxed),
-                    role: e.role.load(Ordering::Acquire),
+                    role: e.role.load(Ordering::Acquire) & role::KIND,
+                    download: e.role.load(Ordering::Relaxed) & role::DOWNLOAD != 0,
                     label: String::from_utf8_lossy(&label[..len]).into_owned(),
                     reads: e.reads.load(Ordering::Relaxed),
                     missed: e.missed.load(Ordering::Relaxed),
@@ -127,7 +130,7 @@ pub fn mode_name(value: u32) -> String {
 
 /// The name of a role value.
 pub fn role_name(value: u32) -> String {
-    match value {
+    match value & role::KIND {
         role::HANDLE => "handle".into(),
         role::BRIDGE_OUT => "bridge out".into(),
         role::BRIDGE_IN => "bridge in".into(),

@@ -260,7 +260,18 @@ impl Stream {
         for (word, chunk) in e.label.iter().zip(bytes.chunks_exact(8)) {
             word.store(u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8])), Ordering::Relaxed);
         }
-        e.role.store(role_, Ordering::Release);
+        // Flags (a download) stay: they say how the handle reads, not what it is for.
+        let flags = e.role.load(Ordering::Relaxed) & !role::KIND;
+        e.role.store((role_ & role::KIND) | flags, Ordering::Release);
+    }
+
+    /// Marks this handle's entry as one that copies device frames to host memory (shown by
+    /// `framebus ls` and `top`).
+    pub fn mark_download(&self) {
+        let Ok(index) = self.adopt() else { return };
+        if index != u32::MAX {
+            self.reader(index).role.fetch_or(role::DOWNLOAD, Ordering::AcqRel);
+        }
     }
 
     /// Pin masks of all entries that may be in use.

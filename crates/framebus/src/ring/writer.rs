@@ -129,8 +129,9 @@ impl Stream {
         }
         if self.is_attached() {
             let e = self.my_entry();
-            if e.role.load(Ordering::Relaxed) == super::layout::role::HANDLE {
-                e.role.store(super::layout::role::WRITER, Ordering::Relaxed);
+            let word = e.role.load(Ordering::Relaxed);
+            if word & super::layout::role::KIND == super::layout::role::HANDLE {
+                e.role.store(super::layout::role::WRITER | (word & !super::layout::role::KIND), Ordering::Relaxed);
             }
         }
     }

@@ -33,7 +33,7 @@ import socket as _socket
 import time
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from ... import _stream
+from ..._host_read import open_for_host
 from ...errors import StreamEndedError, StreamNotFoundError
 from ...info import stat as _stat
 from ..engine import PublishTransport, registry
@@ -204,7 +204,7 @@ class Publisher(Bridge):
         for _ in range(5):
             path = _stat(self.stream_name).path
             ino = os.stat(path).st_ino
-            src = _stream.open(self.stream_name, mode=str(self.mode), device="cpu")  # a device stream: its CPU mirror
+            src = open_for_host(self.stream_name, mode=str(self.mode))  # a device stream: its CPU mirror, else downloaded
             try:
                 if os.stat(path).st_ino == ino:
                     break
