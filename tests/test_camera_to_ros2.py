@@ -53,6 +53,8 @@ def test_hiroz_lines_are_read():
 
     assert _hiroz_stamp('{"stamp": {"sec": 2, "nanosec": 5}, "recv_ns": 9}') == (2_000_000_005, 9)
     assert _hiroz_stamp('{"stamp_ns": 7, "received_ns": 8}') == (7, 8)
+    # What the hiroz test peer (tests/ros2_peer, `sub` mode) prints for each image.
+    assert _hiroz_stamp('{"n":0,"width":4,"stamp_sec":3,"stamp_nanosec":40,"frame_id":"camera","recv_ns":77}') == (3_000_000_040, 77)
     assert _hiroz_stamp("not json") is None
     assert _hiroz_stamp('{"width": 4}') is None
 

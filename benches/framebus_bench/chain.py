@@ -133,9 +133,11 @@ def _hiroz_stamp(line: str) -> Optional[Tuple[int, int]]:
         return None
     if not isinstance(msg, dict):
         return None
-    stamp = msg.get("stamp_ns", msg.get("stamp"))
+    stamp: Any = msg.get("stamp_ns", msg.get("stamp"))
+    if isinstance(msg.get("stamp_sec"), int):  # the test peer's lines: header.stamp as two fields
+        stamp = {"sec": msg["stamp_sec"], "nanosec": msg.get("stamp_nanosec", 0)}
     if isinstance(stamp, dict):
-        stamp = int(stamp.get("sec", 0)) * 1_000_000_000 + int(stamp.get("nanosec", stamp.get("nanosecs", 0)))
+        stamp = int(stamp.get("sec", 0)) * 1_000_000_000 + int(stamp.get("nanosec", stamp.get("nanosecs", 0)) or 0)
     if not isinstance(stamp, int):
         return None
     recv = next((msg[k] for k in ("recv_ns", "received_ns", "receipt_ns") if isinstance(msg.get(k), int)), None)
@@ -236,6 +238,7 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
             if hiroz:
                 stages["ros node"] = _Proc("ros_node", far + [hiroz, "sub", "--connect", ROS_ENDPOINT, "--timeout", "86400", "--topic", TOPIC], logdir, stdout=subprocess.PIPE)
                 out = stages["ros node"].proc.stdout
+                assert out is not None  # started with stdout=PIPE
 
                 def lines() -> None:
                     for line in out:
@@ -400,6 +403,8 @@ def _results(
                 record_lag += [float(r["lag_ms"]) for r in st.get("readers", []) if r.get("role") == "record" and r.get("lag_ms") is not None]
     record_missed = handles.get("dec/record", 0)
     shown = _shown(names, tops[0] if tops else {}, listing)
+    if hiroz:  # the hiroz node is a ROS 2 process, not a framebus stream: nothing of it to show
+        shown.pop("ros node stream", None)
     mine = set(names.values())
     last_top = [{k: v for k, v in st.items() if k in ("name", "frames_written", "write_fps", "readers")} for st in (tops[-1] if tops else {}).get("streams", []) if st.get("name") in mine]
     return {

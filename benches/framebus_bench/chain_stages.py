@@ -24,7 +24,7 @@ def gpu_available() -> bool:
     """True when torch is installed and sees a CUDA device (the inference stage then runs on
     a device stream)."""
     try:
-        import torch
+        import torch  # type: ignore[import-not-found]
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
@@ -80,7 +80,7 @@ def inference(results: Any, src: str, out: str, stop: Any, device: Optional[str]
     writer = None
     torch: Any = None
     if device is not None:
-        import torch
+        import torch  # type: ignore[import-not-found,no-redef]
     done = 0
     ids = []
     try:
