@@ -80,7 +80,8 @@ def test_a_joiner_right_after_a_natural_keyframe_gets_a_forced_one_at_once(names
     import numpy as np
 
     import framebus
-    from framebus._bridge import encode, video
+    from framebus._bridge import encode
+    from framebus.media import codec as video
 
     monkeypatch.setattr(video, "KEY_MIN_INTERVAL", 0.3)
     src = framebus.create(names("src"), shape=(64, 64, 3), dtype=np.uint8)

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _stream
 from ..errors import StreamEndedError, StreamTimeoutError
-from . import video
+from ..media import codec as video
 from .base import SLICE_S, TICK_S, BridgeStats
 from .encode import packet_stream_name
 from .errors import ProtocolError, SpecMismatchError

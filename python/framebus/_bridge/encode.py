@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from .. import _stream
 from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamNotFoundError, StreamTimeoutError
 from ..info import stat as _stat
-from . import protocol as P, video
+from . import protocol as P
+from ..media import codec as video
 from .base import SLICE_S, TICK_S
 from .errors import BridgeError
 from .options import PublishOptions
