@@ -95,3 +95,19 @@ def test_what_is_not_a_whole_jpeg_or_png_is_a_value_error():
         decode_still(png, "yuv420p")
     with pytest.raises(ValueError, match="truncated"):
         compressed.decode(message(png, "png")[:30])
+
+
+def test_without_pyav_the_error_names_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_av(mod, *args, **kwargs):
+        if mod == "av":
+            raise ImportError("not installed")
+        return real_import(mod, *args, **kwargs)
+
+    png = message(encode(noise((8, 8, 3)), "png"), "png")
+    monkeypatch.setattr(builtins, "__import__", no_av)
+    with pytest.raises(ImportError, match=r"pip install 'framebus\[video\]'"):
+        compressed.decode(png)
