@@ -42,7 +42,7 @@ Two more full-speed rows separate the transport from the producer:
   the pyzmq sender managed in the same trial (its full-speed row), so both sides spend the same
   CPU producing frames and the difference is the link;
 - "pyzmq tuned": the pyzmq receiver with the malloc setting the framebus subscriber makes itself
-  (GLIBC_TUNABLES; see framebus/_bridge/heap.py), to show how much of the difference that is.
+  (GLIBC_TUNABLES; see framebus/net/wire/heap.py), to show how much of the difference that is.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def zmq_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, out
 
 def tuned_malloc_env(shape: tuple) -> str:
     """GLIBC_TUNABLES with the thresholds the framebus subscriber sets for these frames."""
-    from framebus._bridge import heap
+    from framebus.net.wire import heap
 
     mmap_threshold = min(math.prod(shape) + heap.SLACK, heap.MMAP_THRESHOLD_MAX)
     return f"glibc.malloc.mmap_threshold={mmap_threshold}:glibc.malloc.trim_threshold={mmap_threshold * (HWM + 3)}"
@@ -161,7 +161,7 @@ def zmq_receiver(shape: tuple, port: int, stop: Any, out: Any) -> None:
 def _zenoh_session(defaults: bool, listen: str = "", connect: str = "") -> Any:
     import zenoh
 
-    from framebus._bridge import zenoh_wire
+    from framebus.net.zenoh import frames as zenoh_wire
 
     cfg = zenoh.Config()
     cfg.insert_json5("scouting/multicast/enabled", "false")
@@ -217,7 +217,7 @@ def zenoh_sender(shape: tuple, port: int, seconds: float, fps: float, go: Any, o
 def zenoh_receiver(shape: tuple, port: int, stop: Any, out: Any, defaults: bool = False) -> None:
     import numpy as np
 
-    from framebus._bridge import zenoh_wire
+    from framebus.net.zenoh import frames as zenoh_wire
 
     read = (lambda z: z.to_bytes()) if defaults else zenoh_wire.frame_bytes
     session = _zenoh_session(defaults, connect=f"tcp/127.0.0.1:{port}")

@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+# The hiroz test peer of tests/test_ros2_interop.py (tests/ros2_peer, its own cargo workspace)
+# builds in the background, niced, while the steps below run; pytest waits for it. If it does
+# not build, those tests skip and show the build log's last lines.
+peer_out=$(mktemp)
+bash scripts/build-ros2-peer.sh >"$peer_out" 2>&1 &
+peer_pid=$!
 step "installing framebus and its test extra into .venv (builds the Rust extension)"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
@@ -29,6 +35,15 @@ step "cargo test: the Rust core's unit, multi-process and property tests"
 cargo test -p framebus --release -q
 step "loom models of the ring protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p framebus --release -q --lib loom
+step "waiting for the ROS 2 test peer (scripts/build-ros2-peer.sh)"
+if wait "$peer_pid"; then
+    FRAMEBUS_ROS2_PEER="$(tail -n 1 "$peer_out")"
+    export FRAMEBUS_ROS2_PEER
+    echo "ROS 2 test peer: $FRAMEBUS_ROS2_PEER"
+else
+    cat "$peer_out"
+fi
+rm -f "$peer_out"
 step "pytest"
 .venv/bin/python -m pytest -q "$@"
 step "wheel: build the abi3 manylinux2014 wheel (zig from PyPI), check it, smoke-test it installed without Rust"

@@ -15,7 +15,7 @@ import framebus
 
 zmq = pytest.importorskip("zmq")
 net = pytest.importorskip("framebus.net")
-from framebus._bridge import protocol as P  # noqa: E402
+from framebus.net.wire import protocol as P  # noqa: E402
 
 BOUND = 30.0
 

@@ -160,7 +160,7 @@ def test_a_bridge_stopped_by_ctrl_c_exits_130(action, name, tmp_path):
     else:
         # Nobody publishes: the subscriber waits for an answer for up to 600 s; Ctrl-C stops it now.
         p = start("bridge", "subscribe", ep, name, "--quiet", "--timeout", "600")
-        from framebus._bridge.status import bridges
+        from framebus.net.link import bridges
 
         _, err = _signal_when(p, lambda: any(r["stream"] == name for r in bridges()), signal.SIGINT)
         assert "stopped while waiting for the publisher" in err

@@ -10,9 +10,8 @@ import threading
 
 import pytest
 
-from framebus._bridge import protocol as P
-from framebus._bridge.options import SubscribeOptions
-from framebus._bridge.subscriber import Subscriber
+from framebus.net.ends import SubscribeOptions, Subscriber
+from framebus.net.wire import protocol as P
 
 from bridge_helpers import BOUND, names, wait_until  # noqa: F401
 
@@ -80,8 +79,8 @@ def test_a_joiner_right_after_a_natural_keyframe_gets_a_forced_one_at_once(names
     import numpy as np
 
     import framebus
-    from framebus._bridge import encode
     from framebus.media import codec as video
+    from framebus.net.video import encode
 
     monkeypatch.setattr(video, "KEY_MIN_INTERVAL", 0.3)
     src = framebus.create(names("src"), shape=(64, 64, 3), dtype=np.uint8)

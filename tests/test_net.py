@@ -23,9 +23,9 @@ import framebus
 
 zmq = pytest.importorskip("zmq")
 net = pytest.importorskip("framebus.net")
-from framebus._bridge import publisher as _publisher  # noqa: E402
-from framebus._bridge import status as _status  # noqa: E402
-from framebus._bridge import subscriber as _subscriber  # noqa: E402
+from framebus.net.ends import publisher as _publisher  # noqa: E402
+from framebus.net.link import status as _status  # noqa: E402
+from framebus.net.ends import subscriber as _subscriber  # noqa: E402
 from bridge_helpers import BOUND, bench_streams_left, bridges, names, wait_until  # noqa: E402,F401
 
 FAST = dict(heartbeat_ivl=0.2, peer_timeout=1.5)  # quick reconnects in restart tests

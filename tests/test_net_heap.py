@@ -1,4 +1,4 @@
-"""framebus.net: the subscriber keeps ZeroMQ's receive buffers in the heap (_bridge/heap.py).
+"""framebus.net: the subscriber keeps ZeroMQ's receive buffers in the heap (net/wire/heap.py).
 
 glibc settings are process-wide, so everything that depends on the process's malloc state runs
 in a fresh interpreter. Counts are page faults, never times.
@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 pytest.importorskip("zmq")
-from framebus._bridge import heap  # noqa: E402
+from framebus.net.wire import heap  # noqa: E402
 
 BOUND = 120.0
 GLIBC = sys.platform == "linux" and os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     import json, os, resource, sys, tempfile
     import numpy as np
     import framebus, framebus.net as net
-    from framebus._bridge import heap
+    from framebus.net.wire import heap
 
     tune, prefix = sys.argv[1] == "1", sys.argv[2]
     shape, batch, warm, measured = (1080, 1920, 3), 4, 8, 16
@@ -111,7 +111,7 @@ def test_reserve_only_raises():
     code = textwrap.dedent(
         """
         import json
-        from framebus._bridge import heap
+        from framebus.net.wire import heap
         a = heap.reserve(8 << 20, 4); big = heap.applied()
         b = heap.reserve(1 << 20, 2); after = heap.applied()
         print(json.dumps([a, b, big, after]))

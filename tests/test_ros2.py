@@ -27,7 +27,7 @@ pytest.importorskip("rosbags", reason="rosbags is not installed (pip install 'fr
 ros2 = pytest.importorskip("framebus.ros2")
 from rosbags.typesys import Stores, get_typestore  # noqa: E402
 
-from framebus._bridge.errors import SpecMismatchError  # noqa: E402
+from framebus.net import SpecMismatchError  # noqa: E402
 from framebus.ros2 import image as I  # noqa: E402
 from framebus.ros2 import rmw  # noqa: E402
 from bridge_helpers import free_port  # noqa: E402
@@ -197,7 +197,7 @@ def test_a_zenoh_peer_receives_the_published_topic(name):
                     assert got["hw"] == [48, 64, 64 * 3]
                     import hashlib
                     assert got["sha"] == hashlib.sha256(frame(shape, i).tobytes()).hexdigest()
-                from framebus._bridge import status
+                from framebus.net.link import status
 
                 deadline = time.monotonic() + BOUND  # the record is refreshed about twice a second
                 while not status.by_stream()[name][0].startswith("-> ros2:/camera/image_raw (running, 1 sub"):
@@ -464,3 +464,23 @@ def test_a_variable_shape_stream_is_published_frame_by_frame(name):
         finally:
             s.close()
             pub.stop()
+
+
+def test_an_entity_token_with_chunks_after_its_qos_is_read():
+    """hiroz's subscription tokens carry one more chunk after the QoS (its buffer backends); the
+    token is still read, QoS included (it was refused as not a token, hiding the subscription)."""
+    key = ("@ros2_lv/0/e3ebf6f0ef7d1f3db881cbfb10d541db/0/1/MS/%/%/strict_sub/%qq/sensor_msgs::msg::dds_::Image_/"
+           f"{rmw.type_hash('sensor_msgs/msg/Image')}/::,10:,:,:,,/backends:cpu:")
+    tok = rmw.parse_token(key)
+    assert (tok.kind, tok.node, tok.topic, tok.qos) == ("MS", "strict_sub", "/qq", "::,10:,:,:,,")
+
+
+def test_qos_incompatibility_rules():
+    from framebus.ros2.qos import Qos, incompatibility
+
+    assert incompatibility(Qos("best_effort"), Qos("reliable")).startswith("reliability")
+    assert incompatibility(Qos(durability="volatile"), Qos(durability="transient_local")).startswith("durability")
+    assert incompatibility(Qos("reliable", "transient_local"), Qos("best_effort", "volatile")) is None
+    assert Qos.from_token(Qos("best_effort", "transient_local", 3).token()) == Qos("best_effort", "transient_local", 3)
+    with pytest.raises(ValueError, match="durability"):
+        Qos(durability="persistent")

@@ -29,7 +29,7 @@ EXCEPTION_NAMES = {"e", "ex", "exc", "err", "error", "exception"}
 #: (file, the test as ast.unparse writes it): why reading text is the only way there. Keep short.
 ALLOWED = {
     # zenoh.ZError carries only a message (no errno or code) for an endpoint already in use.
-    ("_bridge/zenoh_engine.py", "'in use' in text.lower()"): "Zenoh's ZError has no code for an address in use",
+    ("net/zenoh/link.py", "'in use' in text.lower()"): "Zenoh's ZError has no code for an address in use",
 }
 
 
@@ -120,8 +120,8 @@ def test_the_scan_leaves_codes_and_other_strings_alone(source):
 
 def _refused(code: int, reason: str) -> BaseException:
     """What the subscriber raises for a REFUSE with ``code`` and ``reason``."""
-    from framebus._bridge import protocol as P
-    from framebus._bridge.subscriber import Subscriber
+    from framebus.net.wire import protocol as P
+    from framebus.net.ends import Subscriber
 
     part = SimpleNamespace(buffer=P.pack_refuse(reason, code))
     with pytest.raises(Exception) as info:
@@ -130,7 +130,7 @@ def _refused(code: int, reason: str) -> BaseException:
 
 
 def test_a_refusal_is_classified_by_its_code_not_its_words():
-    from framebus._bridge import protocol as P
+    from framebus.net.wire import protocol as P
     from framebus.net import ProtocolError, SpecMismatchError
 
     mode = _refused(P.REFUSE_MODE, "the publisher will not serve you")
@@ -141,7 +141,7 @@ def test_a_refusal_is_classified_by_its_code_not_its_words():
 
 
 def test_a_refusal_keeps_its_format_and_carries_its_code_in_the_flags():
-    from framebus._bridge import protocol as P
+    from framebus.net.wire import protocol as P
 
     msg = P.pack_refuse("why", P.REFUSE_MODE)
     assert P.peek(msg) == (P.VERSION, P.REFUSE, P.REFUSE_MODE)

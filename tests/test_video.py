@@ -41,8 +41,8 @@ def test_dropped_packets_never_yield_a_corrupt_picture(names, source):
     each time, never decode across the hole, and count what it skipped."""
     import random
 
-    from framebus._bridge import protocol
-    from framebus._bridge.zmq_engine import ZmqSubscriber as VideoSubscriber
+    from framebus.net.wire import protocol
+    VideoSubscriber = net.Subscriber
 
     rng = random.Random(1234)
     writer = Writer(source, fps=100)
@@ -139,7 +139,7 @@ def test_delayed_link_never_yields_a_corrupt_picture(names, source):
     try:
         for fid, arr in read_pictures(local, 20):
             assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
-        assert pub.gate.held > 0  # the gate did hold packets back
+        assert pub.payload.gate.held > 0  # the gate did hold packets back
         assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
     finally:
         sub.stop()
@@ -257,7 +257,7 @@ def test_other_codecs_round_trip(names, source, codec):
     try:
         for fid, arr in read_pictures(local, 5):
             assert error(arr, fid) < CLOSE
-        from framebus._bridge.status import by_stream
+        from framebus.net.link import by_stream
 
         # framebus ls shows the encoded link: the codec, its rate, what was skipped
         wait_until(lambda: any(f"{codec} " in line and "decoded" in line for line in by_stream().get(local, [])), "the subscriber's status line")
@@ -368,10 +368,10 @@ def test_bad_bitrates(bad):
 def test_a_peer_of_the_version_before_encoded_packets_is_refused_with_a_reason(names, source, older):
     """Version 4 brought encoded packets (F_PACKET, the WELCOME's video): a version 3 peer on
     either end gets a reason naming both versions, not a malformed-frame error."""
-    from framebus._bridge import protocol
+    from framebus.net.wire import protocol
 
     assert protocol.VERSION == 4
-    old = "import framebus._bridge.protocol as P; P.VERSION = 3\n"
+    old = "import framebus.net.wire.protocol as P; P.VERSION = 3\n"
     if older == "subscriber":
         pub = net.publish(source.name, "tcp://127.0.0.1:*", encode="h264", bitrate="2M")
         try:

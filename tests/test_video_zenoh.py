@@ -34,15 +34,15 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
     decodes is its source."""
     import time
 
-    from framebus._bridge import protocol
-    from framebus._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
+    from framebus.net.wire import protocol
+    from framebus.net.zenoh import ZenohLink
 
     link = LoopbackLink("fbvideo")
     writer = Writer(source, fps=100)
     pub = net.publish(source.name, link.key, encode="h264", bitrate="2M", gop=1000, mode="latest", **link.pub)
     local = names("dec")
     zlink = ZenohLink(connect=(f"tcp/127.0.0.1:{link.port}",), scouting=False)
-    sub = ZenohSubscriber(link.key, local, net.SubscribeOptions(timeout=BOUND), zlink)
+    sub = net.Subscriber(link.key, local, net.SubscribeOptions(timeout=BOUND, engine_options=zlink))
     accept = sub._accept
     flags = []
 
@@ -58,7 +58,7 @@ def test_slow_subscriber_in_latest_mode_skips_to_keyframes_and_keeps_every_packe
         for fid, arr in read_pictures(local, 20):
             assert error(arr, fid) < CLOSE, f"picture {fid} is corrupt"
         wait_until(lambda: sub.stats.dropped > 0, "the subscriber to count what it missed")
-        assert pub.gate.held > 0  # the gate held packets back from it
+        assert pub.payload.gate.held > 0  # the gate held packets back from it
         assert pub.encoder.forced_keyframes > 1  # and asked for keyframes to restart it
         assert pub.stats.dropped > 0
         assert sub.decoder.skipped == 0  # every packet it got was stored: no hole to skip

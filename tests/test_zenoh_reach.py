@@ -25,7 +25,7 @@ zenoh = pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed (pip
 pytest.importorskip("rosbags", reason="rosbags is not installed (pip install 'framebus[zenoh]')")
 ros2 = pytest.importorskip("framebus.ros2")
 from framebus import net  # noqa: E402
-from framebus._bridge.errors import PeerTimeoutError  # noqa: E402
+from framebus.net import PeerTimeoutError  # noqa: E402
 from bridge_helpers import BOUND, bridges, free_port, names, wait_until  # noqa: E402,F401
 
 EXE = [sys.executable, "-m", "framebus"]
@@ -138,8 +138,7 @@ def test_ros2_publish_to_nobody_says_so_when_it_stops(names):
 
 
 def test_the_label_top_shows_never_cuts_an_endpoint():
-    from framebus._bridge.zenoh_reach import Reach
-    from framebus._bridge.zenoh_engine import ZenohLink
+    from framebus.net.zenoh import Reach, ZenohLink
 
     def label(**kw):
         return Reach(ZenohLink(**kw).config()).label

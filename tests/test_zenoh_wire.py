@@ -1,4 +1,4 @@
-"""The Zenoh engine's payload path (framebus._bridge.zenoh_wire): frames into Zenoh payloads and
+"""The Zenoh engine's payload path (framebus.net.zenoh.frames): frames into Zenoh payloads and
 back, the sessions' settings, and frames larger than one Zenoh batch (delivered in fragments)
 arriving intact over a real bridge: fixed and variable layouts, zstd, metadata."""
 
@@ -17,8 +17,7 @@ import framebus
 pytest.importorskip("zmq")
 zenoh = pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed (pip install 'framebus[zenoh]')")
 net = pytest.importorskip("framebus.net")
-from framebus._bridge import zenoh_wire  # noqa: E402
-from framebus._bridge.zenoh_engine import ZenohLink  # noqa: E402
+from framebus.net.zenoh import ZenohLink, frames as zenoh_wire  # noqa: E402
 from bridge_helpers import bridges, free_port, names  # noqa: E402,F401
 
 BOUND = 30.0
@@ -208,11 +207,11 @@ def test_the_subscriber_socket_reads_samples_on_zenoh_s_thread_and_hands_over_fa
     """The subscriber's transport copies a sample out of Zenoh in the callback (so the copy
     overlaps the bridge thread's write of the previous frame) and queues the parts; a sample
     it cannot read is raised by recv() on the bridge's thread instead of being lost."""
-    from framebus._bridge.zenoh_engine import _SubscriberSocket
-    from framebus._bridge import zenoh_engine
+    from framebus.net.zenoh import Inbox
+    from framebus.net.zenoh.transport import _SubscriberSocket
 
     sock = object.__new__(_SubscriberSocket)
-    zenoh_engine._Inbox.__init__(sock)
+    Inbox.__init__(sock)
 
     class Sample:
         def __init__(self, attachment, payload):

@@ -50,6 +50,7 @@ SUITES: List[SuiteSpec] = [
     SuiteSpec("W9", "idle", "run", "idle CPU of a blocked reader"),
     SuiteSpec("W10", "gpu", "run", "GPU frames (CUDA device memory) between two processes, 1080p and 2160p"),
     SuiteSpec("W11", "video", "run", "video over a bridge on loopback, 1080p30: H.264, raw, FFmpeg over UDP and SRT"),
+    SuiteSpec("W12", "chain", "run", "camera -> inference -> H.264 over Zenoh across a network namespace -> ROS 2 node and recorder, 1080p30"),
     SuiteSpec("sweep", "sweep", "run", "one-way latency and throughput by payload size, 64 B to 32 MiB"),
 ]
 
@@ -85,16 +86,17 @@ def run(
     command: Optional[str] = None,
     on_error: Optional[Callable[[SuiteSpec, BaseException], None]] = None,
     load: int = 0,
+    ros_node: str = "",
 ) -> Run:
     """Runs the named suites (all by default) and returns the :class:`Run`. Streams and files
     the run creates are removed when it ends, also on error or Ctrl-C. A suite that raises is
     reported to ``on_error`` (re-raised when there is none) and the others still run. With
     ``load``, that many busy processes (:class:`framebus_bench.load.Load`) spin beside every
     suite; they are stopped when the run ends, however it ends, and recorded in
-    ``settings["load"]``. ValueError for an unknown suite or a load outside 0..64."""
+    ``settings["load"]``. ``ros_node``: W12's ROS 2 node (see :class:`Config`). ValueError for an unknown suite or a load outside 0..64."""
     specs = resolve(names)
     busy = Load(load)
-    config = Config(quick=quick, smoke=smoke, large=large)
+    config = Config(quick=quick, smoke=smoke, large=large, ros_node=ros_node)
     ctx = Context(config, reporter or Reporter())
     result = Run(
         command=command or " ".join(["framebus-bench", *names] + (["--quick"] if quick else []) + (["--smoke"] if smoke else []) + ([f"--load {load}"] if load else [])),

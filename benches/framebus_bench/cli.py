@@ -32,7 +32,7 @@ PROG = "framebus-bench"
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The command line parser; ``prog`` names the program in usage and error messages."""
     p = argparse.ArgumentParser(prog=prog, description=HELP)
-    p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W11, sweep, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle, gpu, video) or all (default: all)")
+    p.add_argument("suites", nargs="*", metavar="SUITE", help="W1..W12, sweep, a family (local, pingpong, latency, fanout, pipes, pipeline, allocs, idle, gpu, video, chain) or all (default: all)")
     p.add_argument("--quick", action="store_true", help="shorter measurements (about a quarter of the time)")
     p.add_argument("--smoke", action="store_true", help="tiny frames, first case of each suite only: proves each suite runs (the test suite uses it)")
     p.add_argument("--large", action="store_true", help="add the 10000x10000 float32 case to W2 (needs several GB of /dev/shm)")
@@ -42,6 +42,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="OLD.json", help="show each row's change against an earlier --json file")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
     p.add_argument("--load", type=int, default=0, metavar="N", help="run N busy processes (CPU spin loops) beside the suites, started before and stopped after (recorded in the JSON and Markdown): measure on a busy machine")
+    p.add_argument("--ros-node", default="", metavar="NODE", help="W12's ROS 2 node: framebus (framebus ros2 subscribe) or hiroz:PATH (the hiroz test peer); default: the hiroz peer when scripts/build-ros2-peer.sh has built it, else framebus")
     p.add_argument("--explain", action="store_true", help="print how this machine copies frames (kernel, threads, huge pages; framebus.tuning) before running; alone, print it and exit")
     return p
 
@@ -188,6 +189,8 @@ def _run(args: argparse.Namespace, prog: str, command: str) -> int:
         specs = bench.resolve(args.suites)
     except ValueError as exc:
         return fail(str(exc))
+    if args.ros_node not in ("", "framebus") and not (args.ros_node.startswith("hiroz:") and len(args.ros_node) > 6):
+        return fail(f"--ros-node takes framebus or hiroz:PATH, got {args.ros_node!r}")
     if not 0 <= args.load <= MAX_LOAD:
         return fail(f"--load takes 0 to {MAX_LOAD} busy processes, got {args.load}")
     for path, what, is_dir in ((args.json, "--json file", False), (args.markdown, "--markdown file", False), (args.plot, "--plot directory", True)):
@@ -233,10 +236,10 @@ def _run(args: argparse.Namespace, prog: str, command: str) -> int:
     ids = [s.id for s in specs]
     if console is not None:
         with reporter.progress:
-            result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error, load=args.load)
+            result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error, load=args.load, ros_node=args.ros_node)
             reporter.finish()
     else:
-        result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error, load=args.load)
+        result = bench.run(ids, quick=args.quick, smoke=args.smoke, large=args.large, reporter=reporter, command=command, on_error=on_error, load=args.load, ros_node=args.ros_node)
 
     plots = None
     if args.plot:

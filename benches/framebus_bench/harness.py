@@ -23,11 +23,14 @@ NAME_PREFIX = "bench-"
 class Config:
     """How long and how big a run is. ``quick`` shortens every measurement; ``smoke`` shrinks
     frames to tiny sizes and runs each measurement a handful of times (for the test suite);
-    ``large`` adds the 10000x10000 case to W2."""
+    ``large`` adds the 10000x10000 case to W2; ``ros_node`` picks W12's ROS 2 node."""
 
     quick: bool = False
     smoke: bool = False
     large: bool = False
+    #: W12's ROS 2 node: "" (the hiroz peer when scripts/build-ros2-peer.sh has built it, else framebus's
+    #: own subscriber), "framebus", or "hiroz:PATH".
+    ros_node: str = ""
 
     def pick(self, full: Any, quick: Any, smoke: Any) -> Any:
         """The value for this run's size class."""

@@ -64,12 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _default(end: str, field: str) -> Any:
-    """The default of one end's option, from the one place the options are declared. (Without
-    pyzmq the help still shows; the command then says what to install.)"""
-    try:
-        from .._bridge.options import PublishOptions, SubscribeOptions
-    except ImportError:
-        return None
+    """The default of one end's option, from the one place the options are declared."""
+    from ..net import PublishOptions, SubscribeOptions
+
     return (PublishOptions if end == "publish" else SubscribeOptions).default(field)
 
 
@@ -83,8 +80,10 @@ def _common(p: argparse.ArgumentParser, end: str) -> None:
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """--engine and the Zenoh options (docs/zenoh.md)."""
+    from ..net.engine import registry
+
     g = p.add_argument_group("engine", "zmq (default): ENDPOINT is tcp://... or ipc://...; zenoh: ENDPOINT is a Zenoh key such as framebus/camera")
-    g.add_argument("--engine", choices=["zmq", "zenoh"], default="zmq", help="transport (default: zmq; zenoh needs framebus[zenoh])")
+    g.add_argument("--engine", choices=registry.names(), default=registry.DEFAULT, help="transport (default: %(default)s; zenoh needs framebus[zenoh])")
     g.add_argument("--listen", action="append", default=[], metavar="ENDPOINT", help="zenoh: listen on this Zenoh endpoint, e.g. tcp/0.0.0.0:7447 (repeatable)")
     g.add_argument("--connect", action="append", default=[], metavar="ENDPOINT", help="zenoh: connect to a peer or router, e.g. tcp/HOST:7447 (repeatable)")
     g.add_argument("--no-scouting", dest="scouting", action="store_false", default=None, help="zenoh: turn multicast scouting off")
@@ -93,25 +92,23 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def engine_fields(args: argparse.Namespace) -> dict:
-    """The keywords of framebus.net.publish/subscribe for the chosen engine."""
-    if args.engine != "zenoh":
-        if args.listen or args.connect or args.zenoh_config or args.scouting is not None or args.zenoh_mode:
-            raise ValueError("--listen, --connect, --no-scouting, --zenoh-config and --zenoh-mode need --engine zenoh")
-        return {}
-    return dict(engine="zenoh", listen=args.listen, connect=args.connect, scouting=args.scouting, zenoh_config=args.zenoh_config, zenoh_mode=args.zenoh_mode)
-
-
-#: What to do when pyzmq is missing.
-NEEDS_ZMQ = "bridges need pyzmq, which is not installed: pip install 'framebus[net]' (or use --engine zenoh with framebus[zenoh])"
+    """The keywords of framebus.net.publish/subscribe for the chosen engine: ``engine``, and the
+    Zenoh options given (framebus.net routes them to the engine's options, and refuses those of
+    another engine with a ValueError naming it)."""
+    given = dict(listen=args.listen, connect=args.connect, scouting=args.scouting, zenoh_config=args.zenoh_config, zenoh_mode=args.zenoh_mode)
+    return dict(engine=args.engine, **{k: v for k, v in given.items() if v is not None and v != []})
 
 
 def run(args: argparse.Namespace) -> int:
-    if getattr(args, "engine", "zmq") != "zenoh":  # the Zenoh engine runs without pyzmq
-        try:
-            import zmq  # noqa: F401
-        except ImportError:
-            print(f"framebus bridge {args.action}: {NEEDS_ZMQ}", file=sys.stderr)
-            return 1
+    from ..net.engine import registry
+
+    # `keys` makes ZeroMQ CURVE certificates; the other actions need their engine's package.
+    chosen = registry.engine(getattr(args, "engine", None) if args.action != "keys" else "zmq")
+    missing = chosen.missing()
+    if missing is not None:
+        others = ", ".join(f"--engine {n}" for n in registry.names() if registry.engine(n).missing() is None)
+        print(f"framebus bridge {args.action}: {missing}" + (f" (or use {others})" if others else ""), file=sys.stderr)
+        return 1
     if args.action == "keys":
         from ..net import create_certificates
 
@@ -120,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from .. import net
     from ..errors import FramebusError
+    from ..net.link import stop_bridge, watch_bridge
     from ._wait import wait_for_stream
 
     stop = threading.Event()
@@ -144,19 +142,13 @@ def run(args: argparse.Namespace) -> int:
                 peer_timeout=args.peer_timeout, packets=args.packets,
             ), **engine_fields(args))
             if not _connected(bridge, args.timeout, stop):
-                failed = _stop(bridge, args.action)
+                failed = stop_bridge(bridge, f"bridge {args.action}")
                 if stop.is_set():
                     print(f"framebus bridge {args.action}: stopped while waiting for the publisher at {args.endpoint}", file=sys.stderr)
                     return stopped_status()
                 if failed:
                     return 1
-                hint = (
-                    "check the key, that `framebus bridge publish ... --engine zenoh` runs, and that the two Zenoh sessions reach "
-                    "each other (--listen/--connect, scouting, router)" if args.engine == "zenoh" else
-                    "check the address and port, that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both "
-                    "sides use matching keys"
-                )
-                print(f"framebus bridge {args.action}: no framebus publisher answered at {args.endpoint} within {args.timeout:g} s: {hint}", file=sys.stderr)
+                print(f"framebus bridge {args.action}: {bridge.no_answer(args.timeout)}", file=sys.stderr)
                 return 1
     except (FramebusError, OSError, ValueError, TypeError, ImportError) as exc:
         from ..cli import error_text
@@ -165,11 +157,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     what = f"{args.name} -> {bridge.endpoint}" if args.action == "publish" else f"{bridge.endpoint} -> {args.name}"
     print(f"framebus bridge {args.action}: {what} ({bridge.mode or 'publisher'} mode); Ctrl-C to stop", flush=True)
-    _watch(bridge, stop, quiet=args.quiet or not sys.stdout.isatty())
-    if _stop(bridge, args.action):
+    watch_bridge(bridge, stop, quiet=args.quiet or not sys.stdout.isatty())
+    if stop_bridge(bridge, f"bridge {args.action}"):
         return 1
     s = bridge.stats
-    note = bridge.reach_note() if hasattr(bridge, "reach_note") else ""  # Zenoh: whether any router or peer was reached
+    note = bridge.reach_note()  # Zenoh: whether any router or peer was reached
     print(f"stopped: {s.frames} frames, {s.bytes / 1e6:.1f} MB, {s.dropped} dropped, {s.reconnects} reconnects{note}", flush=True)
     return stopped_status()
 
@@ -183,49 +175,3 @@ def _connected(bridge: Any, timeout: float, stop: threading.Event) -> bool:
             return False
     return True
 
-
-def _stop(bridge: Any, action: str) -> bool:
-    """Stops the bridge (signals do not interrupt it: see stop_on_signals_and_clean_up); True
-    (after saying why) when it had failed."""
-    try:
-        bridge.stop()
-    except Exception as exc:  # noqa: BLE001 - the bridge's own error, reported to the user
-        from ..cli import error_text
-
-        print(f"framebus bridge {action} failed: {error_text(exc)}", file=sys.stderr)
-        return True
-    return False
-
-
-def _row(s: Any) -> list:
-    return [s.state, str(s.peers), str(s.frames), f"{s.fps:.1f}", f"{s.bytes_per_s / 1e6:.1f}", str(s.dropped), str(s.last_seq)]
-
-
-def _watch(bridge: Any, stop: threading.Event, *, quiet: bool) -> None:
-    """Shows the bridge's state until it stops or ``stop`` is set: a live rich table, or one
-    line per change."""
-    cols = ["state", "peers", "frames", "fps", "MB/s", "dropped", "source seq"]
-    try:
-        from rich.live import Live
-        from rich.table import Table
-    except ImportError:
-        quiet = True
-    if quiet:
-        last = None
-        while bridge.running and not stop.wait(0.25):
-            state = bridge.stats.state
-            if state != last:
-                print(f"state: {state}", flush=True)
-                last = state
-        return
-
-    def table() -> Any:
-        t = Table(title=f"framebus bridge {bridge.role} {bridge.stream_name} {bridge.endpoint}")
-        for c in cols:
-            t.add_column(c, justify="left" if c == "state" else "right")
-        t.add_row(*_row(bridge.stats))
-        return t
-
-    with Live(table(), refresh_per_second=2, transient=False) as live:
-        while bridge.running and not stop.wait(0.5):
-            live.update(table())

@@ -38,7 +38,7 @@ def human_bytes(n: float) -> str:
 
 def bridged() -> dict:
     """Stream name -> one-line summaries of the bridges (framebus.net) running on it."""
-    from .._bridge.status import by_stream
+    from ..net.link import by_stream
 
     return by_stream()
 

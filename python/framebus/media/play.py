@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from ..commands._signals import stop_on_signals, stopped_status
+from ..commands import stop_on_signals, stopped_status
 from .frame_rate import fps_meta
 
 

@@ -25,16 +25,14 @@ import threading
 import time
 from typing import Any, Optional, Tuple
 
-from ..commands._segment import REPLACED, REPLACED_ERRORS, StreamReplaced, open_watched
-from ..commands._signals import stop_on_signals, stopped_by_signal, stopped_status
-from ..commands._wait import wait_for_stream
+from ..commands import REPLACED, REPLACED_ERRORS, StreamReplaced, open_watched, stop_on_signals, stopped_by_signal, stopped_status, wait_for_stream
 from .frame_rate import DEFAULT_FPS, fps_in_meta
 from .remux import PacketError, remux_packets
 
 
 def open_source(name: str) -> Tuple[Any, Any]:
     """The handle ``framebus record`` reads, opened lossless (a device stream: its CPU mirror),
-    and the ``_segment.Segment`` that tells when the name is given to a new stream."""
+    and the segment watcher (``commands.open_watched``) that tells when the name is given to a new stream."""
     return open_watched(name, mode="lossless", device="cpu")
 
 

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional
 
-from ..commands._segment import REPLACED, REPLACED_ERRORS, StreamReplaced
+from ..commands import REPLACED, REPLACED_ERRORS, StreamReplaced
 from ..errors import FFmpegError, StreamEndedError
 from .codec import unpack_header
 from .ffmpeg import DETACHED, find_ffmpeg
@@ -52,7 +52,7 @@ def remux_packets(stream: Any, args: Any, stop: threading.Event, update: Callabl
     the count of packets written after each one. Returns whether the stream ended. Raises
     PacketError for a frame that is not a packet, FFmpegError when FFmpeg fails, and (the file
     finished first) StreamReplaced when the stream was replaced by a new stream of the same
-    name (``segment``, a ``_segment.Segment``, checked while no packet comes)."""
+    name (``segment``, from ``commands.open_watched``, checked while no packet comes)."""
     ffmpeg = find_ffmpeg(args.ffmpeg)
     proc: Optional["subprocess.Popen[bytes]"] = None
     codec: Optional[str] = None

@@ -26,7 +26,7 @@ try:
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("framebus.ros2 needs eclipse-zenoh and rosbags: pip install 'framebus[zenoh]'") from _exc
 
-from .._bridge.zenoh_engine import ZenohLink
+from ..net.zenoh import ZenohLink
 from .node import ImagePublisher, ImageSubscriber
 from . import image, rmw
 
@@ -42,7 +42,8 @@ def _link(connect: Sequence[str], listen: Sequence[str], scouting: Optional[bool
 def publish(
     stream_name: str, topic: str, *, frame_id: str = "", domain: int = 0, bgr: bool = False, connect: Sequence[str] = (),
     listen: Sequence[str] = (), scouting: Optional[bool] = None, zenoh_config: Any = None, zenoh_mode: Optional[str] = None,
-    node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, status: bool = True,
+    node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, durability: str = "volatile",
+    status: bool = True,
 ) -> ImagePublisher:
     """Starts publishing the local stream ``stream_name`` (fixed shape (H, W) or (H, W, C), or
     variable shape) as the ROS 2 topic ``topic`` of type ``sensor_msgs/msg/Image`` in ROS domain
@@ -55,16 +56,19 @@ def publish(
     ``connect`` / ``listen`` (Zenoh endpoints), ``scouting``, ``zenoh_mode`` and
     ``zenoh_config`` (a Zenoh configuration file) say how to join the Zenoh network (default:
     the local router, as ROS 2 nodes do). ``node``/``namespace``: the ROS node this publisher
-    appears as (default ``framebus_<stream>``). ``depth``/``best_effort``: the QoS announced
-    (reliable, volatile, keep-last 10 by default).
+    appears as (default ``framebus_<stream>``). ``depth``/``best_effort``/``durability``
+    ("volatile" or "transient_local"): the QoS (reliable, volatile, keep-last 10 by default);
+    transient local keeps the last ``depth`` images for subscriptions that join later. A
+    subscription that ROS 2 would refuse to match with it (reliable, or transient local, when
+    this publisher is not) is named in ``stats.state``.
 
     Raises StreamNotFoundError (FileNotFoundError) if the stream does not exist, ValueError for
-    a topic name ROS rejects or frames that are not an image, BridgeError when the Zenoh session
+    a topic name ROS rejects, an unknown durability or frames that are not an image, BridgeError when the Zenoh session
     cannot open. Later errors stop it and are raised by ``join()``/``stop()``.
     """
     pub = ImagePublisher(
         stream_name, topic, frame_id=frame_id, domain=domain, bgr=bgr, link=_link(connect, listen, scouting, zenoh_config, zenoh_mode),
-        node=node, namespace=namespace, depth=depth, best_effort=best_effort, status=status,
+        node=node, namespace=namespace, depth=depth, best_effort=best_effort, durability=durability, status=status,
     )
     pub._start()
     return pub
@@ -74,7 +78,7 @@ def subscribe(
     topic: str, stream_name: str, *, domain: int = 0, connect: Sequence[str] = (), listen: Sequence[str] = (),
     scouting: Optional[bool] = None, zenoh_config: Any = None, zenoh_mode: Optional[str] = None, slots: int = 4,
     capacity: Optional[int] = None, keep: bool = False, node: Optional[str] = None, namespace: str = "", depth: int = 10,
-    status: bool = True,
+    best_effort: bool = False, durability: str = "volatile", status: bool = True,
 ) -> ImageSubscriber:
     """Subscribes to the ROS 2 ``sensor_msgs/msg/Image`` topic ``topic`` (or a
     ``sensor_msgs/msg/CompressedImage`` one, JPEG/PNG decoded in process by PyAV into RGB or mono
@@ -89,12 +93,15 @@ def subscribe(
     the local stream takes them, the newest wins (``stats.dropped`` counts the rest, and gaps in
     the publishers' sequence numbers). An image whose shape or dtype differs from the fixed
     stream's stops the subscriber with SpecMismatchError (use ``capacity``). The stream is
-    removed on ``stop()`` unless ``keep`` or it existed before. The Zenoh keywords are those of
-    :func:`publish`.
+    removed on ``stop()`` unless ``keep`` or it existed before. The Zenoh and QoS keywords are
+    those of :func:`publish` (a transient local subscription first gets the images the
+    publishers kept); a publisher that ROS 2 would refuse to match with this subscription
+    (best effort, or volatile, when it requests more) is named in ``stats.state``.
     """
     sub = ImageSubscriber(
         topic, stream_name, domain=domain, link=_link(connect, listen, scouting, zenoh_config, zenoh_mode), slots=slots,
-        capacity=capacity, keep=keep, node=node, namespace=namespace, depth=depth, status=status,
+        capacity=capacity, keep=keep, node=node, namespace=namespace, depth=depth, best_effort=best_effort, durability=durability,
+        status=status,
     )
     sub._start()
     return sub

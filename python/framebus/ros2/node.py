@@ -16,14 +16,13 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _stream
-from .._bridge import zenoh_wire
-from .._bridge.base import SLICE_S, TICK_S, Bridge, BridgeStats
-from .._bridge.errors import SpecMismatchError
-from .._bridge.zenoh_reach import Reach
-from .._bridge.zenoh_engine import ZenohLink, _Inbox
-from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamTimeoutError
+from ..errors import InvalidArgumentError, StreamEndedError, StreamTimeoutError
+from ..net.link import SLICE_S, TICK_S, Bridge, BridgeStats, local_stream
+from ..net.wire import SpecMismatchError
+from ..net.zenoh import Inbox, Reach, ZenohLink, frames
 from . import image as I
 from . import rmw
+from .qos import Qos, QosWatch, declare_publisher, declare_subscriber
 
 IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED = "sensor_msgs/msg/CompressedImage"
@@ -58,14 +57,16 @@ class _RosEnd(Bridge):
     _role_tag = "bridge out"
 
     def __init__(self, stream: str, topic: str, domain: int, link: Optional[ZenohLink], node: Optional[str], namespace: str,
-                 depth: int, reliability: int, status: bool) -> None:
+                 qos: Qos, status: bool) -> None:
         self.topic = rmw.check_topic(topic)
         self.domain = rmw.check_domain(domain)
         self.link = default_link(link)
         self.node = _node_name(node or f"framebus_{stream}")
         self.namespace = namespace
-        self.depth = depth
-        self.reliability = reliability
+        self.qos = qos
+        self.depth = qos.depth
+        self.reliability = rmw.RELIABLE if qos.reliable else rmw.BEST_EFFORT
+        self._qos_watch: Optional[QosWatch] = None
         self.type_hash = rmw.type_hash(IMAGE)
         self.key = rmw.topic_key(self.domain, self.topic, IMAGE, self.type_hash)
         self.gid = secrets.token_bytes(rmw.GID_SIZE)
@@ -79,7 +80,9 @@ class _RosEnd(Bridge):
         """The counters (see BridgeStats); ``state`` is "waiting for a Zenoh router at ENDPOINT"
         (or for a peer) while the session reaches no Zenoh router or peer."""
         s = super().stats
-        return s if self._reach is None else dataclasses.replace(s, state=self._reach.state(s.state))
+        s = s if self._reach is None else dataclasses.replace(s, state=self._reach.state(s.state))
+        note = "" if self._qos_watch is None else self._qos_watch.note()
+        return dataclasses.replace(s, state=f"{s.state}; {note}") if note else s
 
     def reach_note(self) -> str:
         """Empty once the session reached a Zenoh router or peer; else a clause saying that it
@@ -113,7 +116,8 @@ class _RosEnd(Bridge):
 
     def _declare_tokens(self) -> None:
         zid = str(self._zsession.zid())
-        qos = rmw.qos_string(self.reliability, self.depth)
+        qos = self.qos.token()
+        self._qos_watch = QosWatch(self._zsession, self.domain, self.topic, self.kind, self.qos)
         names = [
             rmw.node_token(self.domain, zid, 0, self.namespace, self.node),
             rmw.entity_token(self.kind, self.domain, zid, 0, 1, self.namespace, self.node, self.topic, IMAGE, self.type_hash, qos),
@@ -125,6 +129,8 @@ class _RosEnd(Bridge):
         for _, token in self.tokens:
             token.undeclare()
         self.tokens = []
+        if self._qos_watch is not None:
+            self._qos_watch.close()
         if self._reach is not None:
             self._reach.attach(None)
         if self._zsession is not None:
@@ -145,7 +151,8 @@ class ImagePublisher(_RosEnd):
     _role_tag = "bridge out"
 
     def __init__(self, stream: str, topic: str, *, frame_id: str = "", domain: int = 0, bgr: bool = False, link: Optional[ZenohLink] = None,
-                 node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, status: bool = True) -> None:
+                 node: Optional[str] = None, namespace: str = "", depth: int = 10, best_effort: bool = False, durability: str = "volatile",
+                 status: bool = True) -> None:
         if not isinstance(frame_id, str):
             raise TypeError(f"frame_id must be a str, got {frame_id!r}")
         self.frame_id = frame_id
@@ -154,13 +161,15 @@ class ImagePublisher(_RosEnd):
         self._src: Any = None
         self._pub: Any = None
         self._encoding: Optional[str] = None
-        super().__init__(stream, topic, domain, link, node, namespace, depth, rmw.BEST_EFFORT if best_effort else rmw.RELIABLE, status)
+        qos = Qos("best_effort" if best_effort else "reliable", durability, depth)
+        super().__init__(stream, topic, domain, link, node, namespace, qos, status)
 
     @property
     def matched(self) -> bool:
         """Whether some Zenoh subscriber (a ROS 2 subscription) matches the topic now."""
         pub = self._pub
-        return pub is not None and bool(pub.matching_status.matching)
+        status = getattr(pub, "matching_status", None)  # an advanced (transient local) publisher has none
+        return status is not None and bool(status.matching)
 
     def _peer_count(self) -> int:
         return int(self.matched)
@@ -177,13 +186,8 @@ class ImagePublisher(_RosEnd):
             self._encoding = I.encoding_of(tuple(src.shape or ()), np.dtype(src.dtype), bgr=self.bgr)  # bad shapes fail here
         src.set_role("bridge out", f"-> ros2 {self.topic}")
         self._label_shown = self._label()
-        import zenoh
-
         self._open_session()
-        self._pub = self._zsession.declare_publisher(
-            self.key, congestion_control=zenoh.CongestionControl.DROP,
-            reliability=zenoh.Reliability.BEST_EFFORT if self.reliability == rmw.BEST_EFFORT else zenoh.Reliability.RELIABLE,
-        )
+        self._pub = declare_publisher(self._zsession, self.key, self.qos)
         self._declare_tokens()
         self.state = "running"
         self._tick(time.monotonic())
@@ -244,21 +248,22 @@ class ImageSubscriber(_RosEnd):
 
     def __init__(self, topic: str, stream: str, *, domain: int = 0, link: Optional[ZenohLink] = None, slots: int = 4,
                  capacity: Optional[int] = None, keep: bool = False, node: Optional[str] = None, namespace: str = "",
-                 depth: int = 10, status: bool = True) -> None:
+                 depth: int = 10, best_effort: bool = False, durability: str = "volatile", status: bool = True) -> None:
         if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0):
             raise InvalidArgumentError(f"capacity must be a positive number of bytes, got {capacity!r}")
         self.slots = slots
         self.capacity = capacity
         self.keep = bool(keep)
         self._sub: Any = None
-        self._inbox = _Inbox()
+        self._inbox = Inbox()
         self._dst: Any = None
         self._owned = False
         self.publishers: set = set()
         #: Messages of another type on the topic's name, ignored.
         self.bad_messages = 0
         self._last_ros_seq: dict = {}
-        super().__init__(stream, topic, domain, link, node, namespace, depth, rmw.RELIABLE, status)
+        qos = Qos("best_effort" if best_effort else "reliable", durability, depth)
+        super().__init__(stream, topic, domain, link, node, namespace, qos, status)
 
     def _peer_count(self) -> int:
         return len(self.publishers)
@@ -273,7 +278,7 @@ class ImageSubscriber(_RosEnd):
         self._open_session()
         # Image or CompressedImage, any type hash (the two last chunks of the key).
         wildcard = self.key.rsplit("/", 2)[0] + "/*/*"
-        self._sub = self._zsession.declare_subscriber(wildcard, self._inbox.put)
+        self._sub = declare_subscriber(self._zsession, wildcard, self.qos, self._inbox.put)
         self._declare_tokens()
         self.state = "waiting for the topic's first image"
         self._tick(time.monotonic())
@@ -297,7 +302,7 @@ class ImageSubscriber(_RosEnd):
             self._accept(sample)
 
     def _accept(self, sample: Any) -> None:
-        data = zenoh_wire.frame_bytes(sample.payload)  # one copy, fragments or not
+        data = frames.frame_bytes(sample.payload)  # one copy, fragments or not
         dds_type = str(sample.key_expr).rsplit("/", 2)[1]
         if dds_type == rmw.dds_type_name(COMPRESSED):
             from .compressed import decode
@@ -351,21 +356,12 @@ class ImageSubscriber(_RosEnd):
                 f"the images on {self.topic} changed from shape {tuple(dst.shape)} {dst.dtype} to {arr.shape} {arr.dtype}; "
                 "a fixed-shape stream cannot follow: subscribe with capacity=BYTES (--capacity) for a variable-shape stream"
             )
-        name = self.stream_name
-        try:
-            if self.capacity is not None:
-                self._dst = _stream.create(name, capacity=self.capacity, slots=self.slots)
-            else:
-                self._dst = _stream.create(name, shape=arr.shape, dtype=arr.dtype.newbyteorder("="), slots=self.slots)
-            self._owned = True
-        except StreamExistsError:
-            self._dst = _stream.open(name)
-            self._owned = False
-            if not self._dst.variable and (tuple(self._dst.shape) != arr.shape or self._dst.dtype != arr.dtype):
-                have = (tuple(self._dst.shape), self._dst.dtype)
-                self._dst.close()
-                self._dst = None
-                raise SpecMismatchError(f"local stream {name!r} exists with shape {have[0]} {have[1]}; the images on {self.topic} are {arr.shape} {arr.dtype}") from None
+        # The bridges' rule: a stream of another live process is written into if its spec fits,
+        # one left by an end that died is taken over, else SpecMismatchError.
+        if self.capacity is not None:
+            self._dst, self._owned = local_stream(self.stream_name, (self.capacity,), np.dtype(np.uint8), self.slots, variable=True)
+        else:
+            self._dst, self._owned = local_stream(self.stream_name, arr.shape, arr.dtype.newbyteorder("="), self.slots)
         self._dst.set_role("bridge in", self._label())
         self._label_shown = self._label()
 

@@ -128,8 +128,8 @@ class Token:
 
 def parse_token(key: str) -> Token:
     """Parses a node or entity liveliness token; ValueError if it is not one."""
-    parts = key.split("/")
-    if parts[0] != ADMIN_SPACE or len(parts) not in (9, 13):
+    parts = key.split("/")  # entity tokens may carry more chunks after the QoS (hiroz: its buffer backends), ignored
+    if parts[0] != ADMIN_SPACE or (len(parts) != 9 and len(parts) < 13):
         raise ValueError(f"not an rmw_zenoh liveliness token: {key!r}")
 
     def unmangle(s: str) -> str:
@@ -139,7 +139,7 @@ def parse_token(key: str) -> Token:
         base = (int(parts[1]), parts[2], int(parts[3]), int(parts[4]), parts[5], unmangle(parts[6]), unmangle(parts[7]), parts[8])
     except ValueError:
         raise ValueError(f"not an rmw_zenoh liveliness token (domain and ids are numbers): {key!r}") from None
-    if len(parts) == 13:
+    if len(parts) >= 13:
         return Token(*base, "/" + unmangle(parts[9]).lstrip("/"), parts[10], parts[11], parts[12])
     return Token(*base)
 

@@ -1,32 +1,30 @@
-"""The ZeroMQ engine of the bridge: ``Publisher`` / ``Subscriber`` over a ROUTER/DEALER pair.
+"""The ZeroMQ engine's transports: the publisher's ROUTER and the subscriber's DEALER, behind
+the transport contract (``framebus.net.engine.contract``).
 
-The only module of the bridge (with ``sockets``) that imports pyzmq; ``framebus.net`` imports
-it when a bridge on this engine is started, so the Zenoh engine runs without pyzmq. What this
-engine adds to the shared ends: the sockets and their options, CURVE, ZeroMQ's errors as
-framebus exceptions, and zero-copy sends from the source's slots (a ``zmq.Frame`` over the
+The only module of the bridge (with ``sockets``) that imports pyzmq; the engine registry
+imports it when a bridge on this engine is started, so the Zenoh engine runs without pyzmq.
+What this engine gives the shared ends: the sockets and their options, CURVE, ZeroMQ's errors
+as framebus exceptions, and zero-copy sends from the source's slots (a ``zmq.Frame`` over the
 slot, which stays pinned until ZeroMQ has sent it).
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any, Deque, List, Optional, Sequence
+from typing import Any, Deque, List, Optional, Sequence, Tuple
 
 try:
     import zmq
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise ImportError("the ZeroMQ engine of framebus.net needs pyzmq: pip install 'framebus[net]'") from _exc
 
-from .base import SLICE_S
-from .decode import VideoSubscribing
-from .encode import VideoPublishing
-from .options import PublishOptions, SubscribeOptions
-from .publisher import Publisher
+from ..link import SLICE_S
+from .options import ZmqPublishOptions, ZmqSubscribeOptions
 from .sockets import check_endpoint, curve_client, curve_server, zmq_error
 
 
 class _Router:
-    """The publisher's ROUTER socket, with the calls ``Publisher`` makes."""
+    """The publisher's ROUTER socket (a ``PublisherChannel``)."""
 
     def __init__(self, ctx: Any, sock: Any, auth: Any) -> None:
         self._ctx, self._sock, self._auth = ctx, sock, auth
@@ -59,7 +57,7 @@ class _Router:
 
 
 class _Dealer:
-    """The subscriber's DEALER socket, with the calls ``Subscriber`` makes."""
+    """The subscriber's DEALER socket (a ``SubscriberChannel``)."""
 
     def __init__(self, ctx: Any, sock: Any) -> None:
         self._ctx, self._sock = ctx, sock
@@ -87,21 +85,24 @@ class _Dealer:
             self._ctx.term()
 
 
-class ZmqPublisher(Publisher):
-    """Publishes a local stream over ZeroMQ; see ``framebus.net.publish``."""
+class ZmqPublishing:
+    """A ZeroMQ publisher's transport (a ``PublishTransport``): binds a ROUTER, with CURVE when
+    the options say so, and sends frames zero-copy from their slots."""
 
-    engine = "zmq"
+    name = "zmq"
 
-    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions()) -> None:
-        self._curve = (options.curve_certificate, options.curve_location)
+    def __init__(self, options: ZmqPublishOptions = ZmqPublishOptions()) -> None:
+        self.options = options
+        self.copy_threshold = options.copy_threshold
+        self._mode = "latest"
         #: Trackers of the zero-copy sends in flight (latest mode), oldest first.
         self._pins: Deque[Any] = collections.deque()
-        super().__init__(stream_name, endpoint, options)
 
-    def _check_endpoint(self, endpoint: Any) -> str:
+    def check_endpoint(self, endpoint: Any) -> str:
         return check_endpoint(endpoint, bind=True)
 
-    def _open_transport(self) -> _Router:
+    def open(self, endpoint: str, mode: str) -> Tuple[_Router, str]:
+        self._mode = mode
         ctx = zmq.Context()
         sock = ctx.socket(zmq.ROUTER)
         router = _Router(ctx, sock, None)
@@ -111,42 +112,44 @@ class ZmqPublisher(Publisher):
             sock.setsockopt(zmq.SNDHWM, 1000)
             sock.setsockopt(zmq.RCVHWM, 1000)
             sock.setsockopt(zmq.LINGER, 200)
-            if self._curve[0] is not None:
-                router._auth = curve_server(ctx, sock, *self._curve)
+            if self.options.curve_certificate is not None:
+                router._auth = curve_server(ctx, sock, self.options.curve_certificate, self.options.curve_location)
             try:
-                sock.bind(self.endpoint)
+                sock.bind(endpoint)
             except zmq.ZMQError as exc:
-                raise zmq_error(exc, self.endpoint, "bind") from None
+                raise zmq_error(exc, endpoint, "bind") from None
         except BaseException:
             router.close()
             raise
-        self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT) or self.endpoint
-        return router
+        return router, sock.getsockopt_string(zmq.LAST_ENDPOINT) or endpoint
 
-    def _close_transport(self) -> None:
+    def close(self) -> None:
         self._pins.clear()
 
-    def _raw_payload(self, arr: Any, frame: Any) -> Any:
+    def state(self, state: str) -> str:
+        return state
+
+    def reach_note(self, frames: int) -> str:
+        return ""
+
+    def raw_payload(self, arr: Any, frame: Any, pin_cap: int) -> Tuple[Any, bool]:
         """Zero-copy from the slot (a zmq.Frame holding the array) unless the frame is small
         or, in latest mode, too many slots are pinned already (then copied)."""
         if frame is None:
-            return zmq.Frame(arr, copy=False)  # our own copy already (no views): no pin
+            return zmq.Frame(arr, copy=False), False  # our own copy already (no views): no pin
         nbytes = arr.nbytes
-        if nbytes < self.copy_threshold or not self._pin_budget():
-            self.copied += nbytes >= self.copy_threshold
-            return arr.tobytes()
-        payload = zmq.Frame(arr, copy=False, track=self.mode == "latest")
-        if self.mode == "latest":
+        if nbytes < self.copy_threshold or not self._pin_budget(pin_cap):
+            return arr.tobytes(), nbytes >= self.copy_threshold
+        payload = zmq.Frame(arr, copy=False, track=self._mode == "latest")
+        if self._mode == "latest":
             self._pins.append(payload.tracker)
-        return payload
+        return payload, False
 
-    def _pins_full(self) -> bool:
+    def pins_full(self, frame_bytes: int, pin_cap: int) -> bool:
         """Latest mode, zero-copy frames: when every slot we may pin is still being sent,
         waits (up to SLICE_S) for the oldest send to finish rather than copy the next frame;
         a frame that is not taken now is replaced by a newer one, so waiting costs nothing."""
-        if self.mode != "latest" or not self._views or self._compressor is not None or not self._pin_cap:
-            return False
-        if self._src.size < self.copy_threshold or self._pin_budget():
+        if frame_bytes < self.copy_threshold or self._pin_budget(pin_cap):
             return False
         try:
             self._pins[0].wait(SLICE_S)
@@ -154,60 +157,64 @@ class ZmqPublisher(Publisher):
             return True
         return False
 
-    def _pin_budget(self) -> bool:
-        if self.mode == "lossless":
+    def _pin_budget(self, pin_cap: int) -> bool:
+        if self._mode == "lossless":
             return True  # bounded by the window, which is below the slot count
         while self._pins and self._pins[0].done:
             self._pins.popleft()
-        return len(self._pins) < self._pin_cap
+        return len(self._pins) < pin_cap
 
 
-class ZmqVideoPublisher(VideoPublishing, ZmqPublisher):
-    """Encodes the local stream and publishes its packets over ZeroMQ; see
-    ``framebus.net.publish(encode=)``."""
+class ZmqSubscribing:
+    """A ZeroMQ subscriber's transport (a ``SubscribeTransport``): connects a DEALER, with
+    CURVE when the options say so."""
 
+    name = "zmq"
 
-class ZmqSubscriber(VideoSubscribing):
-    """Receives a stream published over ZeroMQ (decoding an encoded publisher's packets); see
-    ``framebus.net.subscribe``."""
+    def __init__(self, options: ZmqSubscribeOptions = ZmqSubscribeOptions()) -> None:
+        self.options = options
 
-    engine = "zmq"
-
-    def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
-        self._curve = (options.curve_certificate, options.curve_server_certificate)
-        super().__init__(endpoint, local_name, options)
-
-    def _check_endpoint(self, endpoint: Any) -> str:
+    def check_endpoint(self, endpoint: Any) -> str:
         return check_endpoint(endpoint, bind=False)
 
-    def _open_transport(self) -> _Dealer:
+    def open(self, endpoint: str, identity: bytes) -> _Dealer:
         ctx = zmq.Context()
         dealer = _Dealer(ctx, ctx.socket(zmq.DEALER))
         sock = dealer._sock
         try:
-            sock.setsockopt(zmq.IDENTITY, self.identity)
+            sock.setsockopt(zmq.IDENTITY, identity)
             sock.setsockopt(zmq.IMMEDIATE, 1)  # queue nothing for a connection that is not up
             sock.setsockopt(zmq.RCVHWM, 1000)
             sock.setsockopt(zmq.SNDHWM, 1000)
             sock.setsockopt(zmq.LINGER, 200)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
-            if self._curve[1] is not None:
-                curve_client(sock, *self._curve)
+            if self.options.curve_server_certificate is not None:
+                curve_client(sock, self.options.curve_certificate, self.options.curve_server_certificate)
             try:
-                sock.connect(self.endpoint)
+                sock.connect(endpoint)
             except zmq.ZMQError as exc:
-                raise zmq_error(exc, self.endpoint, "connect to") from None
+                raise zmq_error(exc, endpoint, "connect to") from None
         except BaseException:
             dealer.close()
             raise
         return dealer
 
-    def _no_answer(self) -> str:
+    def close(self) -> None:
+        pass
+
+    def state(self, state: str) -> str:
+        return state
+
+    def reach_note(self, frames: int) -> str:
+        return ""
+
+    def no_answer(self, endpoint: str, timeout: Optional[float]) -> str:
+        waited = "no time" if timeout is None else f"{timeout:g}"
         return (
-            f"no framebus publisher answered at {self.endpoint} within {self.timeout} s: check the address and port, "
+            f"no framebus publisher answered at {endpoint} within {waited} s: check the address and port, "
             "that `framebus bridge publish` runs there, firewalls, and (with CURVE) that both sides use matching keys"
         )
 
 
-__all__ = ["ZmqPublisher", "ZmqSubscriber", "ZmqVideoPublisher"]
+__all__ = ["ZmqPublishing", "ZmqSubscribing"]

@@ -4,10 +4,9 @@
 pictures; lossless: it holds the raw writer back) and writes one packet per picture into the
 packet stream ``NAME.CODEC`` (a variable-shape stream of byte frames with ``codec=``; each
 packet keeps the picture's timestamp, frame_id and metadata, behind a small header, see
-``video.PacketHeader``). :class:`VideoPublishing` turns an engine's publisher into the
-publisher of that packet stream with the keyframe gate (a subscriber starts with a keyframe,
-forced for it when it joins); each engine combines it with its own publisher class, so every
-engine runs this same code.
+``video.PacketHeader``). :class:`EncodedFrames` is the publisher's payload for it: the
+publisher (over any engine's transport) reads that packet stream, and the keyframe gate makes
+each subscriber start with a keyframe, forced for it when it joins.
 """
 
 from __future__ import annotations
@@ -16,17 +15,14 @@ import os
 import secrets
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from .. import _stream
-from ..errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamNotFoundError, StreamTimeoutError
-from ..info import stat as _stat
-from . import protocol as P
-from ..media import codec as video
-from .base import SLICE_S, TICK_S
-from .errors import BridgeError
-from .options import PublishOptions
-from .publisher import Publisher
+from ... import _stream
+from ...media import codec as video
+from ...errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamNotFoundError, StreamTimeoutError
+from ...info import stat as _stat
+from ..link import SLICE_S, TICK_S
+from ..wire import BridgeError
 
 
 def packet_stream_name(name: str, codec: str) -> str:
@@ -249,77 +245,57 @@ def _geometry(name: str, src: Any, drop_alpha: bool) -> Tuple[int, int, int]:
     return height, width, channels
 
 
-class VideoPublishing(Publisher):
-    """What an encoded bridge adds to an engine's publisher (put it first among the bases:
-    ``class ZmqVideoPublisher(VideoPublishing, ZmqPublisher)``, so that its calls of
-    ``super()`` reach the engine's methods): the encoder stage before the
-    packet stream, the keyframe gate on each subscriber's join, leave and packets, packets sent
-    without their frame table (F_PACKET), and the codec in the WELCOME. See
-    ``framebus.net.publish(encode=)``. The constructor's arguments after ``options`` go to the
-    engine's publisher as they are."""
+class EncodedFrames:
+    """An encoded publisher's payload (a ``PublisherPayload``, see ``framebus.net.ends``): the
+    encoder stage before the packet stream, the keyframe gate on each subscriber's join, leave
+    and packets, packets sent without their frame table (F_PACKET), and the codec in the
+    WELCOME. ``options`` is the publisher's ``PublishOptions`` (``encode`` and its settings);
+    the constructor creates the packet stream (raising for bad input). See
+    ``framebus.net.publish(encode=)``."""
 
-    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions, *engine_args: Any) -> None:
-        if not isinstance(stream_name, str):
-            raise TypeError(f"stream_name must be a str, got {stream_name!r}")
+    def __init__(self, stream_name: str, options: Any) -> None:
         settings = video.VideoSettings.of(options.encode, options.bitrate, options.gop, options.encoder, options.drop_alpha)
         if options.compress is not None:
             raise InvalidArgumentError("compress= does not apply to an encoded bridge (its packets are compressed already); leave it out")
         self.encoder = EncoderStage(stream_name, settings, options.mode)
-        self.raw_stream = stream_name
-        try:
-            super().__init__(self.encoder.packet_name, endpoint, options, *engine_args)
-        except BaseException:
-            self.encoder.stop()
-            raise
+        self.stream = self.encoder.packet_name
         self.gate = video.KeyframeGate(self.encoder.request_keyframe)
+        self._stopped = False
 
-    def _setup(self) -> None:
+    def start(self) -> None:
         self.encoder.start()
-        super()._setup()
 
-    def _cleanup(self) -> None:
-        try:
-            super()._cleanup()
-        finally:
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
             self.encoder.stop()
 
-    def _tick(self, now: float) -> None:
+    def check(self) -> None:
         if self.encoder.error is not None:
             raise self.encoder.error
-        super()._tick(now)
 
-    def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
+    def pack(self, frame: Any) -> Optional[bytes]:
         """A packet travels alone (flag F_PACKET), without its frame table (4 KiB, as much as
         a whole packet at low bitrates); the subscriber writes it with the WELCOME's codec."""
         if frame is None or not frame.is_bytes:
-            return super()._payload(seq, ts, fid, meta, arr, frame)
-        payload = bytes(memoryview(frame))
-        frame.release()
-        return seq, ts, fid, meta, payload, P.F_PACKET, len(payload)
+            return None
+        return bytes(memoryview(frame))
 
-    def _publish(self, got: Tuple[int, int, int, bytes, Any, int, int], peers: List[Any]) -> None:
-        h = video.unpack_header(got[3])
-        peers = [p for p in peers if self.gate.admit(p.identity, h)]
-        if peers:
-            super()._publish(got, peers)
+    def admit(self, identity: bytes, meta: bytes) -> bool:
+        return bool(self.gate.admit(identity, video.unpack_header(meta)))
 
-    def _hello(self, identity: bytes, body: Dict[str, Any], now: float) -> None:
-        super()._hello(identity, body, now)
-        if identity in self._peers:
-            self.gate.joined(identity)
+    def joined(self, identity: bytes) -> None:
+        self.gate.joined(identity)
 
-    def _forget(self, peer: Any) -> None:
-        super()._forget(peer)
-        self.gate.left(peer.identity)
+    def left(self, identity: bytes) -> None:
+        self.gate.left(identity)
 
-    def _welcome_extra(self) -> Dict[str, Any]:
+    def welcome(self) -> Dict[str, Any]:
         return {"video": {"codec": self.encoder.settings.codec, "encoder": self.encoder.encoder_name}}
 
-    def _record(self) -> Dict[str, Any]:
-        record = super()._record()
-        record["stream"] = self.raw_stream
+    def record(self, record: Dict[str, Any]) -> Dict[str, Any]:
         record["video"] = self.encoder.info()
         return record
 
-    def __repr__(self) -> str:
-        return f"<framebus.net.Publisher {self.raw_stream!r} {self.endpoint} {self.mode} {self.encoder.encoder_name} {self.state}>"
+    def describe(self) -> str:
+        return f"{self.encoder.encoder_name} "

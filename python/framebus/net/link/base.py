@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 from .status import StatusFile
 
 #: How often a bridge refreshes its rates and status record (seconds).
@@ -101,6 +101,11 @@ class Bridge:
     def _peer_count(self) -> int:
         return 0
 
+    def _shown_state(self) -> str:
+        """The state ``stats`` reports (an end whose transport can tell it reaches nobody says
+        so instead)."""
+        return self.state
+
     # -- lifecycle ---------------------------------------------------------------------------
     def _start(self) -> None:
         self._thread.start()
@@ -180,7 +185,7 @@ class Bridge:
         """A snapshot of the counters (see :class:`BridgeStats`); cheap, thread-safe."""
         err = None if self.error is None else f"{type(self.error).__name__}: {self.error}"
         return BridgeStats(
-            self.role, self.stream_name, self.endpoint, self.mode, self.state, self._peer_count(),
+            self.role, self.stream_name, self.endpoint, self.mode, self._shown_state(), self._peer_count(),
             self.frames, self.bytes, self.wire_bytes, self.dropped, self.duplicates, self.resent,
             self.reconnects, self.spec_changes, self.last_seq, self.fps, self.bytes_per_s, err,
         )

@@ -23,6 +23,13 @@ ends CURVE certificates (``framebus bridge keys``).
 
 Importing this module needs neither engine's package: pyzmq is imported when a ZeroMQ bridge
 starts (``framebus[net]``), eclipse-zenoh when a Zenoh one does (``framebus[zenoh]``).
+
+This module is the door of the package; behind it, one room per concern, each a subpackage
+whose ``__init__`` lists its public names: ``link`` (lifecycle, status records, the local
+stream rule, the commands' stop/watch helpers), ``wire`` (framebus's bridge protocol,
+compression, heap tuning, errors), ``engine`` (the transport contract and the one registry of
+engines), ``zmq`` and ``zenoh`` (the two engines), ``ends`` (the publisher and subscriber, one
+class each) and ``video`` (encoded frames as a payload). See docs/design.md.
 """
 
 from __future__ import annotations
@@ -30,13 +37,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional, Tuple
 
-from .errors import InvalidArgumentError
-from ._bridge.base import Bridge, BridgeStats
-from ._bridge.options import LinkOptions, PublishOptions, SubscribeOptions
-from ._bridge.errors import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError, ProtocolError, SpecMismatchError
-from ._bridge.publisher import Publisher
-from ._bridge.status import bridges
-from ._bridge.subscriber import Subscriber
+from .ends import LinkOptions, PublishOptions, Publisher, SubscribeOptions, Subscriber
+from .engine import registry
+from .link import Bridge, BridgeStats, bridges
+from .wire import BridgeError, EndpointError, EndpointInUseError, PeerTimeoutError, ProtocolError, SpecMismatchError
+from .zenoh import ZenohLink
+from .zmq import ZmqPublishOptions, ZmqSubscribeOptions
 
 __all__ = [
     "Bridge",
@@ -52,6 +58,9 @@ __all__ = [
     "SpecMismatchError",
     "SubscribeOptions",
     "Subscriber",
+    "ZenohLink",
+    "ZmqPublishOptions",
+    "ZmqSubscribeOptions",
     "bridges",
     "create_certificates",
     "publish",
@@ -59,7 +68,7 @@ __all__ = [
 ]
 
 
-def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] = None, *, engine: str = "zmq", **fields: Any) -> Publisher:
+def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] = None, *, engine: Optional[str] = None, **fields: Any) -> Publisher:
     """Starts publishing the local stream ``stream_name`` on ``endpoint`` (bound here:
     ``"tcp://*:5555"``, ``"tcp://127.0.0.1:*"`` for any free port, ``"ipc:///run/cam.sock"``) and
     returns the running :class:`Publisher` (``.endpoint`` is the address actually bound).
@@ -107,24 +116,20 @@ def publish(stream_name: str, endpoint: str, options: Optional[PublishOptions] =
     ``listen``/``connect`` (Zenoh endpoints such as ``"tcp/0.0.0.0:7447"``), ``scouting``
     (multicast on/off), ``zenoh_mode`` (``"peer"``/``"client"``) and ``zenoh_config`` (a Zenoh
     configuration file) say how to join the Zenoh network (see docs/zenoh.md).
+
+    Engine options: the keywords of one engine (``copy_threshold``, ``curve_certificate``,
+    ``curve_location`` for ZeroMQ: :class:`ZmqPublishOptions`; those of :class:`ZenohLink` for
+    Zenoh) go to that engine's options (``options.engine_options``); one of the other engine
+    is a ValueError naming it. ``engine`` None: the engine of ``engine_options`` if given, else
+    ZeroMQ.
     """
-    pub: Publisher
-    if _engine(engine) == "zenoh":
-        from ._bridge.zenoh_engine import ZenohLink, ZenohPublisher, ZenohVideoPublisher
-
-        link = ZenohLink.take(fields)
-        zopts = _options(PublishOptions, options, fields)
-        pub = (ZenohVideoPublisher if zopts.encode is not None else ZenohPublisher)(stream_name, endpoint, zopts, link)
-    else:
-        from ._bridge.zmq_engine import ZmqPublisher, ZmqVideoPublisher
-
-        opts = _options(PublishOptions, options, fields)
-        pub = (ZmqVideoPublisher if opts.encode is not None else ZmqPublisher)(stream_name, endpoint, opts)
+    opts, transport = _resolve("publish", PublishOptions, options, engine, fields)
+    pub = Publisher(stream_name, endpoint, opts, transport=transport)
     pub._start()
     return pub
 
 
-def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions] = None, *, engine: str = "zmq", **fields: Any) -> Subscriber:
+def subscribe(endpoint: str, local_name: str, options: Optional[SubscribeOptions] = None, *, engine: Optional[str] = None, **fields: Any) -> Subscriber:
     """Connects to the publisher at ``endpoint`` and starts writing its frames into the local
     stream ``local_name``; returns the running :class:`Subscriber`. The options are the fields
     of :class:`SubscribeOptions` (keywords, an options object, or both, as for ``publish``).
@@ -170,17 +175,11 @@ its readers go on getting frames after a restart. Each frame is copied once,
     ``join()``/``stop()``.
 
     ``engine="zenoh"``: ``endpoint`` is the publisher's Zenoh key; the Zenoh keywords are those
-    of ``publish``.
+    of ``publish``. Engine options as for ``publish`` (ZeroMQ's: ``curve_certificate``,
+    ``curve_server_certificate``, :class:`ZmqSubscribeOptions`).
     """
-    if _engine(engine) == "zenoh":
-        from ._bridge.zenoh_engine import ZenohLink, ZenohSubscriber
-
-        link = ZenohLink.take(fields)
-        sub: Subscriber = ZenohSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields), link)
-    else:
-        from ._bridge.zmq_engine import ZmqSubscriber
-
-        sub = ZmqSubscriber(endpoint, local_name, _options(SubscribeOptions, options, fields))
+    opts, transport = _resolve("subscribe", SubscribeOptions, options, engine, fields)
+    sub = Subscriber(endpoint, local_name, opts, transport=transport)
     sub._start()
     return sub
 
@@ -190,16 +189,24 @@ def create_certificates(directory: Any, name: str) -> Tuple[str, str]:
     the other side) and ``NAME.key_secret`` (keep it private, mode 0600) in ``directory``
     (created if needed). Returns the two paths. ImportError without pyzmq."""
     try:
-        from ._bridge.sockets import create_certificates as create
+        from .zmq.sockets import create_certificates as create
     except ImportError:
         raise ImportError("CURVE certificates need pyzmq: pip install 'framebus[net]'") from None
     return create(directory, name)
 
 
-def _engine(engine: Any) -> str:
-    if engine not in ("zmq", "zenoh"):
-        raise InvalidArgumentError(f"engine must be 'zmq' (default) or 'zenoh', got {engine!r}")
-    return str(engine)
+def _resolve(end: str, kind: Any, options: Any, engine: Optional[str], fields: Any) -> Tuple[Any, Any]:
+    """The options object of ``kind`` for ``end`` (``options`` with the engine-independent
+    keywords of ``fields`` set, and ``engine_options`` with the engine's) and the chosen
+    engine's transport for it."""
+    if options is not None and not isinstance(options, kind):
+        raise TypeError(f"options must be a framebus.net.{kind.__name__}, got {type(options).__name__}")
+    fields = dict(fields)
+    given = fields.pop("engine_options", None if options is None else options.engine_options)
+    common = tuple(f.name for f in dataclasses.fields(kind) if f.name != "engine_options")
+    chosen, rest, engine_options = registry.split(end, engine, given, fields, common)
+    opts = _options(kind, options, {**rest, "engine_options": engine_options})
+    return opts, chosen.transport(end, opts.engine_options)
 
 
 def _options(kind: Any, options: Any, fields: Any) -> Any:
@@ -212,21 +219,3 @@ def _options(kind: Any, options: Any, fields: Any) -> Any:
     except TypeError as exc:
         known = ", ".join(f.name for f in dataclasses.fields(kind))
         raise TypeError(f"{exc}; the options are: {known}") from None
-
-
-def _default_publisher(options: PublishOptions) -> type:
-    """The ZeroMQ engine's publisher class for ``options`` (what ``Publisher(...)`` makes)."""
-    from ._bridge.zmq_engine import ZmqPublisher, ZmqVideoPublisher
-
-    return ZmqVideoPublisher if getattr(options, "encode", None) is not None else ZmqPublisher
-
-
-def _default_subscriber() -> type:
-    """The ZeroMQ engine's subscriber class (what ``Subscriber(...)`` makes)."""
-    from ._bridge.zmq_engine import ZmqSubscriber
-
-    return ZmqSubscriber
-
-
-Publisher.default_engine = _default_publisher
-Subscriber.default_engine = _default_subscriber

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 
 #: Level used by ``compress="zstd"``: fast enough for LAN rates, still about halves video-like frames.
 DEFAULT_LEVEL = 1

@@ -1,11 +1,9 @@
 """The subscribing end: receives frames from a publisher into a local stream.
 
-This module is the same for every engine and imports no transport: an engine subclass
-(``zmq_engine.ZmqSubscriber``, ``zenoh_engine.ZenohSubscriber``) opens its transport in
-``_open_transport`` as an object with four calls, ``poll(timeout_ms)`` (whether a message is
-waiting), ``recv()`` (one message as a list of parts, each with a ``buffer`` memoryview, or
-None when none is waiting), ``send(msg)`` (False when no publisher can take it now) and
-``close()``.
+One class for every engine and every payload, importing neither engine: it is given a
+transport (an engine's ``SubscribeTransport``, see ``framebus.net.engine.contract``) and a
+payload (``RawReceiving``, or the decoding one of ``framebus.net.video``, which turns an
+encoded publisher's packets into pictures).
 
 Over ZeroMQ, a DEALER socket connects to the publisher's ROUTER and says HELLO with its window; the
 publisher answers WELCOME (mode and spec) and then sends frames, at most ``window`` ahead of
@@ -27,18 +25,18 @@ from __future__ import annotations
 import secrets
 import socket as _socket
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from .. import _native, _stream
-from .._convert import normalize_dtype, normalize_shape
-from ..errors import InvalidArgumentError, InvalidFrameError, StreamExistsError, StreamTimeoutError
-from ..info import stat as _stat
-from . import codec, heap, protocol as P
-from .base import SLICE_S, TICK_S, Bridge
+from ... import _native
+from ..._convert import normalize_dtype, normalize_shape
+from ...errors import InvalidArgumentError, InvalidFrameError, StreamTimeoutError
+from ..engine import SubscribeTransport, registry
+from ..link import SLICE_S, TICK_S, Bridge, BridgeStats, local_stream
+from ..wire import PeerTimeoutError, ProtocolError, SpecMismatchError, codec, heap, protocol as P
 from .options import SubscribeOptions
-from .errors import BridgeError, PeerTimeoutError, ProtocolError, SpecMismatchError
+from .payload import RawReceiving, SubscriberPayload
 
 #: Decompress straight into a loaned slot (tests turn this off to cover the other path).
 USE_LOANS = True
@@ -50,29 +48,26 @@ HELLO_RETRY_S = 0.002
 
 
 class Subscriber(Bridge):
-    """Receives a remote stream into a local one (the part every engine shares); see
-    ``framebus.net.subscribe``."""
+    """Receives a remote stream into a local one over any engine; see ``framebus.net.subscribe``.
+
+    ``Subscriber(endpoint, local_name, options)`` makes it with the transport of the engine
+    that ``options.engine_options`` belong to (default: ZeroMQ), decoding an encoded
+    publisher's packets unless ``options.packets``; ``transport=`` and ``payload=`` give them
+    instead. Start it with ``framebus.net.subscribe`` (or ``_start()``)."""
 
     role = "subscribe"
-    #: The engine's name ("zmq", "zenoh").
-    engine = ""
 
-    #: What ``Subscriber(endpoint, local_name, options)`` itself makes: the default engine's
-    #: subscriber class, set by ``framebus.net`` (this module never imports an engine).
-    default_engine: Optional[Callable[[], type]] = None
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Subscriber":
-        """``Subscriber(endpoint, local_name, options)`` itself makes the default (ZeroMQ)
-        engine's subscriber, as ``framebus.net.subscribe`` does."""
-        if cls is Subscriber:
-            if Subscriber.default_engine is None:
-                raise TypeError("Subscriber is the engines' base class: use framebus.net.subscribe() or framebus.net.Subscriber after importing framebus.net")
-            cls = Subscriber.default_engine()
-        return super().__new__(cls)
-
-    def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
+    def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions(), *,
+                 transport: Optional[SubscribeTransport] = None, payload: Optional[SubscriberPayload] = None) -> None:
         if not isinstance(local_name, str):
             raise TypeError(f"local_name must be a str, got {local_name!r}")
+        if not isinstance(options, SubscribeOptions):
+            raise TypeError(f"options must be a framebus.net.SubscribeOptions, got {type(options).__name__}")
+        if transport is None:
+            chosen = registry.owner(options.engine_options) or registry.engine(None)
+            transport = chosen.transport("subscribe", options.engine_options)
+        #: The engine's transport (see ``framebus.net.engine.contract``).
+        self.carrier: SubscribeTransport = transport
         self.options = options
         self.hwm = options.hwm
         self.expect_shape = None if options.shape is None else normalize_shape(options.shape)
@@ -87,6 +82,12 @@ class Subscriber(Bridge):
         #: Whether glibc keeps ZeroMQ's receive buffers for this stream's frames in the heap.
         self.heap_reserved = False
         super().__init__(local_name, self._check_endpoint(endpoint), options.mode, options.status)
+        #: The local stream the user asked for (a decoding subscriber writes packets elsewhere).
+        self.raw_stream = local_name
+        if payload is None:
+            payload = RawReceiving() if options.packets else _decoding(local_name, options, self.expect_shape, self.expect_dtype)
+        #: What this subscriber does with what it receives (``framebus.net.video`` decodes).
+        self.payload: SubscriberPayload = payload
         self.requested_mode = options.mode
         self._sock: Any = None  # the engine's transport once set up (see the module's docstring)
         self._stream: Any = None
@@ -115,21 +116,48 @@ class Subscriber(Bridge):
         #: The codec of the packets an encoded publisher sends (from its WELCOME), else None.
         self.packet_codec: Optional[str] = None
 
-    # -- what an engine provides -------------------------------------------------------------
+    # -- the engine and the payload --------------------------------------------------------
+    @property
+    def engine(self) -> str:
+        """The engine's name ("zmq", "zenoh")."""
+        return self.carrier.name
+
+    @property
+    def decoder(self) -> Any:
+        """The decoder stage once an encoded publisher's packets are being decoded
+        (``pictures``, ``skipped``, ``first_from_keyframe``), else None."""
+        return self.payload.decoder
+
+    def reach_note(self) -> str:
+        """A clause for the line printed when the subscriber stops: with Zenoh, that its session
+        never reached a router or peer; else ""."""
+        return self.carrier.reach_note(self.frames)
+
+    def no_answer(self, timeout: Optional[float] = None) -> str:
+        """Why no publisher answered within ``timeout`` seconds (default: the subscriber's own
+        ``timeout``), and what to check."""
+        return self.carrier.no_answer(self.endpoint, self.timeout if timeout is None else timeout)
+
+    def _shown_state(self) -> str:
+        return self.carrier.state(self.state)
+
     def _check_endpoint(self, endpoint: Any) -> str:
-        """``endpoint`` if this engine can connect to it, else EndpointError."""
-        raise NotImplementedError
+        """``endpoint`` if the transport can connect to it, else EndpointError."""
+        return self.carrier.check_endpoint(endpoint)
 
     def _open_transport(self) -> Any:
-        """Opens the engine's transport (see the module's docstring) and returns it."""
-        raise NotImplementedError
+        """Opens the transport's channel to the publisher."""
+        return self.carrier.open(self.endpoint, self.identity)
 
-    def _close_transport(self) -> None:
-        """Releases what ``_open_transport`` opened besides the transport object itself."""
+    @property
+    def stats(self) -> BridgeStats:
+        """A snapshot of the counters (see :class:`BridgeStats`); for decoded video ``dropped``
+        also counts the packets the decoder skipped (waiting for a keyframe after a missed
+        packet)."""
+        return self.payload.stats(super().stats)
 
-    def _no_answer(self) -> str:
-        """Why no publisher answered within ``timeout``, and what to check."""
-        return f"no framebus publisher answered at {self.endpoint} within {self.timeout} s"
+    def _record(self) -> Dict[str, Any]:
+        return self.payload.record(super()._record())
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
@@ -141,21 +169,24 @@ class Subscriber(Bridge):
         while not self.connected:
             now = time.monotonic()
             if now >= deadline:
-                raise PeerTimeoutError(self._no_answer())
+                raise PeerTimeoutError(self.no_answer())
             self._maybe_hello(now)
             self._receive(min(self._until_hello(), deadline - now), until_connected=True)
 
     def _cleanup(self) -> None:
-        sock = self._sock
         try:
-            if sock is not None:
-                if self.connected:
-                    self._say(P.prefix(P.BYE))
-                self._sock = None
-                sock.close()
+            self.payload.stop()
         finally:
-            self._close_transport()
-        self._drop_stream(unlink=self._owned and not self.keep)
+            sock = self._sock
+            try:
+                if sock is not None:
+                    if self.connected:
+                        self._say(P.prefix(P.BYE))
+                    self._sock = None
+                    sock.close()
+            finally:
+                self.carrier.close()
+            self._drop_stream(unlink=self._owned and not self.keep)
 
     def _peer_count(self) -> int:
         return int(self.connected)
@@ -173,6 +204,7 @@ class Subscriber(Bridge):
             self._receive(SLICE_S if self.connected else self._until_hello())
 
     def _tick(self, now: float) -> None:
+        self.payload.check()
         self._next_tick = now + min(TICK_S, self.heartbeat_ivl / 2)
         if self.connected and now - self._heard > self.peer_timeout:
             self.connected = False
@@ -266,6 +298,13 @@ class Subscriber(Bridge):
             self._hello_at = time.monotonic() + self.heartbeat_ivl
 
     def _welcome(self, body: Dict[str, Any]) -> None:
+        packets = self.payload.welcome(body, self.endpoint)
+        if packets is not None:
+            # The payload decodes: the packets go into its stream, and what was asked of the
+            # frames (shape, dtype, keep) applies to its pictures.
+            self.stream_name = packets
+            self.expect_shape = self.expect_dtype = None
+            self.keep = False
         mode = body.get("mode")
         if mode not in ("latest", "lossless"):
             raise ProtocolError(f"the publisher at {self.endpoint} announced an unknown mode {mode!r}")
@@ -443,6 +482,7 @@ class Subscriber(Bridge):
             self.spec_changes += 1
         self._stream, self._owned = self._make_stream(shape, dt, self.slots or max(2, slots), meta_capacity, variable)
         self._stream.set_role("bridge in", f"<- {self.endpoint}")
+        self.payload.stream_made(self.stream_name)
         if self.tune_malloc:
             # Frames in flight (the window) plus the one being stored and the one arriving.
             self.heap_reserved = heap.reserve(self._stream.size, self.hwm + 2)
@@ -464,43 +504,10 @@ class Subscriber(Bridge):
             s.close()
 
 
-def local_stream(name: str, shape: Tuple[int, ...], dt: np.dtype, slots: int, meta_capacity: int, variable: bool = False) -> Tuple[Any, bool]:
-    """Creates a bridge's local stream ``name`` or opens the one there is, and whether this
-    bridge owns it (writes into it as its creator would, and removes it on stop): the rule
-    for every stream a subscriber writes (received frames, decoded pictures). A stream of the
-    same spec whose creator is alive is written into (not owned); one left by a subscriber that
-    died (creator dead, not stale: readers still attached) is taken over as it is (the same
-    segment, so its readers and recordings go on); a stale one, or a dead creator's stream of
-    another spec, is replaced. SpecMismatchError for a live process's stream of another spec."""
-    for _ in range(3):
-        try:
-            if variable:
-                return _stream.create(name, capacity=shape[0], slots=slots, meta_capacity=meta_capacity), True
-            return _stream.create(name, shape=shape, dtype=dt, slots=slots, meta_capacity=meta_capacity), True
-        except StreamExistsError:
-            pass
-        try:
-            info = _stat(name)
-        except FileNotFoundError:
-            continue
-        same = (
-            (info.capacity == shape[0] if variable else info.dtype == dt.str and tuple(info.shape or ()) == tuple(shape))
-            and (getattr(info, "meta_capacity", 0) or 0) >= meta_capacity
-        )
-        if info.creator_alive and not info.stale:
-            if not same:
-                have = f"capacity {info.capacity} bytes per frame (variable shape)" if info.variable else f"shape {info.shape} and dtype {np.dtype(info.dtype) if info.dtype else None}"
-                sends = f"variable-shape frames of capacity {shape[0]}" if variable else f"shape {tuple(shape)} dtype {dt}"
-                raise SpecMismatchError(
-                    f"local stream {name!r} exists with {have}, and another process owns it; "
-                    f"the publisher sends {sends}: remove it or subscribe into another name"
-                )
-            return _stream.open(name), False
-        if same and not info.stale:
-            # Left by a subscriber that died, readers still attached: carry on in it.
-            return _stream.open(name), True
-        try:
-            _stream.unlink(name)  # stale, or of another spec and nobody's: replace it
-        except FileNotFoundError:
-            pass
-    raise BridgeError(f"cannot create local stream {name!r}: it keeps being re-created by another process")
+
+def _decoding(local_name: str, options: SubscribeOptions, shape: Any, dtype: Any) -> SubscriberPayload:
+    """The payload that decodes an encoded publisher's packets into ``local_name`` (and lets a
+    raw publisher's frames through); PyAV is imported when a WELCOME says there is video."""
+    from ..video import DecodedFrames
+
+    return DecodedFrames(local_name, slots=options.slots, keep=options.keep, expect_shape=shape, expect_dtype=dtype)

@@ -1,11 +1,10 @@
 """The publishing end: follows a local stream and sends its frames to subscribers.
 
-This module is the same for every engine and imports no transport: an engine subclass
-(``zmq_engine.ZmqPublisher``, ``zenoh_engine.ZenohPublisher``) opens its transport in
-``_open_transport`` as an object with four calls, ``poll(timeout_ms)`` (whether a message is
-waiting), ``recv()`` (one subscriber message as ``[identity, message]``, or None when none is
-waiting), ``send(identity, parts)`` (False when that subscriber cannot be reached now) and
-``close()``, and may say how it carries a frame's bytes (``_raw_payload``).
+One class for every engine and every payload: it is given a transport (an engine's
+``PublishTransport``, see ``framebus.net.engine.contract``: it opens the channel, and says how
+it carries a raw frame's bytes) and a payload (``RawFrames``, or an encoded one from
+``framebus.net.video``: what the publisher reads and how a frame goes on the wire), and
+imports neither engine.
 
 Socket pattern (ZeroMQ's names): ROUTER (bound here) to one DEALER per subscriber, with credit-based flow
 control. A subscriber announces a window (HELLO); each frame sent uses one credit and each ACK
@@ -32,16 +31,16 @@ import os
 import secrets
 import socket as _socket
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from .. import _stream
-from ..errors import StreamEndedError, StreamNotFoundError
-from ..info import stat as _stat
-from . import codec, protocol as P
-from .errors import ProtocolError
-from .protocol import spec_of
-from .base import SLICE_S, TICK_S, Bridge
+from ... import _stream
+from ...errors import StreamEndedError, StreamNotFoundError
+from ...info import stat as _stat
+from ..engine import PublishTransport, registry
+from ..link import SLICE_S, TICK_S, Bridge
+from ..wire import ProtocolError, codec, protocol as P
 from .options import PublishOptions
+from .payload import PublisherPayload, RawFrames
 
 #: Use zero-copy views when the stream offers them (tests turn this off to cover the fallback).
 USE_VIEWS = True
@@ -88,38 +87,44 @@ class _Peer:
 
 
 class Publisher(Bridge):
-    """Publishes a local stream (the part every engine shares); see ``framebus.net.publish``."""
+    """Publishes a local stream over any engine; see ``framebus.net.publish``.
+
+    ``Publisher(name, endpoint, options)`` makes it with the transport of the engine that
+    ``options.engine_options`` belong to (default: ZeroMQ) and, with ``options.encode``, an
+    encoded payload; ``transport=`` and ``payload=`` give them instead. Start it with
+    ``framebus.net.publish`` (or ``_start()``)."""
 
     role = "publish"
-    #: The engine's name ("zmq", "zenoh").
-    engine = ""
 
-    #: What ``Publisher(name, endpoint, options)`` itself makes: the default engine's publisher
-    #: class for those options, set by ``framebus.net`` (the door that knows the engines; this
-    #: module never imports an engine, which imports it).
-    default_engine: Optional[Callable[[PublishOptions], type]] = None
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> "Publisher":
-        """``Publisher(name, endpoint, options)`` itself makes the default (ZeroMQ) engine's
-        publisher (with ``encode=``, its encoded one), as ``framebus.net.publish`` does."""
-        if cls is Publisher:
-            if Publisher.default_engine is None:
-                raise TypeError("Publisher is the engines' base class: use framebus.net.publish() or framebus.net.Publisher after importing framebus.net")
-            options = args[2] if len(args) > 2 else kwargs.get("options", PublishOptions())
-            cls = Publisher.default_engine(options)
-        return super().__new__(cls)
-
-    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions()) -> None:
+    def __init__(self, stream_name: str, endpoint: str, options: PublishOptions = PublishOptions(), *,
+                 transport: Optional[PublishTransport] = None, payload: Optional[PublisherPayload] = None) -> None:
         if not isinstance(stream_name, str):
             raise TypeError(f"stream_name must be a str, got {stream_name!r}")
+        if not isinstance(options, PublishOptions):
+            raise TypeError(f"options must be a framebus.net.PublishOptions, got {type(options).__name__}")
+        if transport is None:
+            chosen = registry.owner(options.engine_options) or registry.engine(None)
+            transport = chosen.transport("publish", options.engine_options)
+        #: The engine's transport (see ``framebus.net.engine.contract``).
+        self.carrier: PublishTransport = transport
+        endpoint = transport.check_endpoint(endpoint)
+        if payload is None:
+            payload = RawFrames(stream_name, options) if options.encode is None else _encoded(stream_name, options)
+        #: What this publisher sends: raw frames, or encoded video (``framebus.net.video``).
+        self.payload: PublisherPayload = payload
+        #: The stream the user asked to publish (an encoded publisher reads its packet stream).
+        self.raw_stream = stream_name
         self.options = options
         self.hwm = options.hwm
-        self.copy_threshold = options.copy_threshold
         self.heartbeat_ivl = options.heartbeat_ivl
         self.peer_timeout = options.peer_timeout
-        self.compress = codec.parse(options.compress)
-        super().__init__(stream_name, self._check_endpoint(endpoint), options.mode, options.status)
-        self._sock: Any = None  # the engine's transport once set up (see the module's docstring)
+        try:
+            self.compress = codec.parse(options.compress)
+            super().__init__(payload.stream, endpoint, options.mode, options.status)
+        except BaseException:
+            payload.stop()
+            raise
+        self._sock: Any = None  # the transport's channel once set up
         self._src: Any = None
         self._src_path = ""
         self._src_ino = 0
@@ -137,32 +142,38 @@ class Publisher(Bridge):
         self.source_ended = False
         self._end_seq = 0
 
-    # -- what an engine provides -------------------------------------------------------------
-    def _check_endpoint(self, endpoint: Any) -> str:
-        """``endpoint`` if this engine can publish on it, else EndpointError."""
-        raise NotImplementedError
+    # -- the engine and the payload --------------------------------------------------------
+    @property
+    def engine(self) -> str:
+        """The engine's name ("zmq", "zenoh")."""
+        return self.carrier.name
 
-    def _open_transport(self) -> Any:
-        """Opens the engine's transport (see the module's docstring) and returns it."""
-        raise NotImplementedError
+    @property
+    def encoder(self) -> Any:
+        """An encoded publisher's encoder stage (``encoder_name``, ``pictures``, ``keyframes``,
+        ``forced_keyframes``, ``bits_per_s``); None for raw frames."""
+        return getattr(self.payload, "encoder", None)
 
-    def _close_transport(self) -> None:
-        """Releases what ``_open_transport`` opened besides the transport object itself."""
+    def reach_note(self) -> str:
+        """A clause for the line printed when the publisher stops: with Zenoh, that its session
+        never reached a router or peer; else ""."""
+        return self.carrier.reach_note(self.frames)
 
-    def _raw_payload(self, arr: Any, frame: Any) -> Any:
-        """A raw frame's bytes as this engine sends them (here: copied out of the slot; an
-        engine may send from the slot instead while ``frame`` is held)."""
-        return arr.tobytes() if hasattr(arr, "tobytes") else bytes(arr)
+    def _shown_state(self) -> str:
+        return self.carrier.state(self.state)
 
     def _pins_full(self) -> bool:
-        """Whether to wait before taking the next frame (an engine that sends from pinned
-        slots says so when all it may pin are in use)."""
-        return False
+        """Whether to wait before taking the next frame: latest mode, frames sent from their
+        slots, and every slot the transport may pin still being sent."""
+        if self.mode != "latest" or not self._views or self._compressor is not None or not self._pin_cap:
+            return False
+        return self.carrier.pins_full(self._src.size, self._pin_cap)
 
     # -- set-up and tear-down ----------------------------------------------------------------
     def _setup(self) -> None:
+        self.payload.start()
         self._open_source()
-        self._sock = self._open_transport()
+        self._sock, self.endpoint = self.carrier.open(self.endpoint, str(self.mode))
         self.state = "waiting for subscribers"
         self._tick_rates(time.monotonic())
 
@@ -176,10 +187,13 @@ class Publisher(Bridge):
                 self._sock = None
                 sock.close()
         finally:
-            self._close_transport()
-        if self._src is not None:
-            self._src.close()
-            self._src = None
+            try:
+                self.carrier.close()
+                if self._src is not None:
+                    self._src.close()
+                    self._src = None
+            finally:
+                self.payload.stop()
 
     def _peer_count(self) -> int:
         return len(self._peers)
@@ -206,7 +220,7 @@ class Publisher(Bridge):
             peer.last_sent_seq = 0  # sequence numbers start again in a new segment
             peer.told_end = False
         self._refresh = True  # send the newest frame at once (it was written before we attached)
-        self._spec = spec_of(src)
+        self._spec = P.spec_of(src)
         # A variable-shape frame is sent as it is stored (table first): through a view.
         self._views = (USE_VIEWS or src.variable) and hasattr(src, "wait_view")
         # Latest mode keeps at most slots-2 slots pinned by in-flight sends so the source's
@@ -242,7 +256,7 @@ class Publisher(Bridge):
     def _take(self) -> Optional[Tuple[int, int, int, bytes, Any, int, int]]:
         """Waits briefly for the next source frame: (seq, timestamp_ns, frame_id, meta,
         payload, flags, nbytes), or None. The payload is what ``_payload`` made of it (compressed
-        bytes, or the engine's ``_raw_payload``)."""
+        bytes, the payload's packet, or the transport's ``raw_payload``)."""
         src = self._src
         if self._refresh:
             # The newest frame as it is now (without consuming it): the frame written before
@@ -274,13 +288,18 @@ class Publisher(Bridge):
         return self._payload(frame.seq, frame.timestamp_ns, frame.frame_id, frame.meta, _wire_array(src, frame), frame)
 
     def _payload(self, seq: int, ts: int, fid: int, meta: bytes, arr: Any, frame: Any) -> Tuple[int, int, int, bytes, Any, int, int]:
+        packed = self.payload.pack(frame)
+        if packed is not None:
+            frame.release()
+            return seq, ts, fid, meta, packed, P.F_PACKET, len(packed)
         nbytes = arr.nbytes
         flags = 0
         if self._compressor is not None:
             payload: Any = self._compressor.compress(arr)
             flags = P.F_ZSTD
         else:
-            payload = self._raw_payload(arr, frame)
+            payload, copied = self.carrier.raw_payload(arr, frame, self._pin_cap)
+            self.copied += copied
         if frame is not None:
             frame.release()  # a payload that holds the array keeps the slot pinned
         return seq, ts, fid, meta, payload, flags, nbytes
@@ -314,6 +333,9 @@ class Publisher(Bridge):
             self._publish(got, [p for p in self._peers.values() if p.ready() and p.last_sent_seq < seq])
 
     def _publish(self, got: Tuple[int, int, int, bytes, Any, int, int], peers: List[_Peer]) -> None:
+        peers = [p for p in peers if self.payload.admit(p.identity, got[3])]
+        if not peers:
+            return
         seq, ts, fid, meta, payload, flags, nbytes = got
         src = self._src
         header = self._packer.pack(
@@ -374,10 +396,12 @@ class Publisher(Bridge):
         if self._peers.pop(peer.identity, None) is not None:
             self.dropped_by_gone_peers += peer.dropped
             peer.inflight.clear()
+        self.payload.left(peer.identity)
         if not self._peers and self.state == "running":
             self.state = "waiting for subscribers"
 
     def _tick(self, now: float) -> None:
+        self.payload.check()
         self._next_tick = now + min(TICK_S, self.heartbeat_ivl / 2)
         self._check_source()
         for peer in list(self._peers.values()):
@@ -425,11 +449,13 @@ class Publisher(Bridge):
         elif kind == P.BYE:
             self._forget(peer)
 
-    def _welcome_extra(self) -> Dict[str, Any]:
-        """More for the WELCOME (an encoded bridge says its codec here)."""
-        return {}
-
     def _hello(self, identity: bytes, body: Dict[str, Any], now: float) -> None:
+        self._greet(identity, body, now)
+        if identity in self._peers:
+            self.payload.joined(identity)
+
+    def _greet(self, identity: bytes, body: Dict[str, Any], now: float) -> None:
+        """Answers a HELLO: REFUSE, or WELCOME (then, lossless, what was not acknowledged)."""
         want = body.get("mode")
         if want not in (None, self.mode):
             self._send(_Peer(identity, "", 0, 0.0), [P.pack_refuse(f"the publisher of {self.stream_name!r} runs in {self.mode} mode; the subscriber asked for {want} mode", P.REFUSE_MODE)])
@@ -451,7 +477,7 @@ class Publisher(Bridge):
         welcome = {
             "epoch": self.epoch, "mode": self.mode, "window": window, "stream": self.stream_name,
             "spec": spec, "compress": self.compress[0] if self.compress else None, "host": _socket.gethostname(),
-            **self._welcome_extra(),
+            **self.payload.welcome(),
         }
         if not self._send(peer, [P.pack_json(P.WELCOME, welcome)]):
             return
@@ -466,3 +492,19 @@ class Publisher(Bridge):
             flagged = header[:6] + (int.from_bytes(header[6:8], "little") | P.F_RESENT).to_bytes(2, "little") + header[8:]
             if self._send(peer, [flagged, payload]):
                 self.resent += 1
+
+    # -- what the status record and repr show --------------------------------------------------
+    def _record(self) -> Dict[str, Any]:
+        record = super()._record()
+        record["stream"] = self.raw_stream
+        return self.payload.record(record)
+
+    def __repr__(self) -> str:
+        return f"<framebus.net.Publisher {self.raw_stream!r} {self.endpoint} {self.mode} {self.payload.describe()}{self.state}>"
+
+
+def _encoded(stream_name: str, options: PublishOptions) -> PublisherPayload:
+    """The encoded payload for ``options.encode`` (PyAV is imported when it starts encoding)."""
+    from ..video import EncodedFrames
+
+    return EncodedFrames(stream_name, options)

@@ -7,9 +7,9 @@ timestamp, frame_id and metadata, so local readers see an ordinary stream of the
 shape and dtype. It decodes only from a keyframe on and only unbroken runs of packets: a
 packet that was missed (the ring moved on, the publisher skipped it, a reconnect) makes it skip
 to the next keyframe, counting what it skipped, so no picture is ever decoded from missing
-references. :class:`VideoSubscribing` is what every engine's subscriber adds: it starts a
-decoder stage when the publisher's WELCOME says it sends encoded packets (unless
-``packets=True``) and hands it a reader of each packet stream it creates.
+references. :class:`DecodedFrames` is the subscriber's payload for it, over any engine's
+transport: it starts a decoder stage when the publisher's WELCOME says it sends encoded packets
+and hands it a reader of each packet stream the subscriber creates.
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from .. import _stream
-from ..errors import StreamEndedError, StreamTimeoutError
-from ..media import codec as video
-from .base import SLICE_S, TICK_S, BridgeStats
+from ... import _stream
+from ...media import codec as video
+from ...errors import StreamEndedError, StreamTimeoutError
+from ..link import SLICE_S, TICK_S, BridgeStats, local_stream
+from ..wire import ProtocolError, SpecMismatchError
 from .encode import packet_stream_name
-from .errors import ProtocolError, SpecMismatchError
-from .options import SubscribeOptions
-from .subscriber import Subscriber, local_stream
 
 
 class DecoderStage:
@@ -179,64 +177,54 @@ class DecoderStage:
                 raw.close()
 
 
-class VideoSubscribing(Subscriber):
-    """An engine's subscriber that decodes an encoded publisher's packets into ``local_name``
-    (or keeps the packets there with ``packets=True``); for a raw publisher it is an ordinary
-    subscriber. Each engine's subscriber class derives from it."""
+class DecodedFrames:
+    """A subscriber's payload that decodes an encoded publisher's packets into ``raw_stream``
+    (a ``SubscriberPayload``, see ``framebus.net.ends``); from a raw publisher, frames go
+    through as they are. ``slots``/``keep``/``expect_shape``/``expect_dtype`` are the
+    subscriber's options, which then apply to the decoded pictures."""
 
-    def __init__(self, endpoint: str, local_name: str, options: SubscribeOptions = SubscribeOptions()) -> None:
-        super().__init__(endpoint, local_name, options)
-        self.raw_stream = local_name
+    def __init__(self, raw_stream: str, *, slots: Optional[int] = None, keep: bool = False, expect_shape: Any = None, expect_dtype: Any = None) -> None:
+        self.raw_stream = raw_stream
+        self.slots = slots
+        self.keep = keep
+        self.expect_shape = expect_shape
+        self.expect_dtype = expect_dtype
         self.decoder: Optional[DecoderStage] = None
-        self._keep_raw = self.keep
 
-    def _welcome(self, body: Dict[str, Any]) -> None:
+    def welcome(self, body: Dict[str, Any], endpoint: str) -> Optional[str]:
         info = body.get("video")
-        if isinstance(info, dict) and not self.options.packets and self.decoder is None:
-            codec = info.get("codec")
-            if codec not in video.CODECS:
-                raise ProtocolError(f"the publisher at {self.endpoint} sends {codec!r} packets, which this framebus cannot decode")
-            video._av()  # ImportError with the install command, before anything is created
-            if self.expect_dtype is not None and str(self.expect_dtype) != "uint8":
-                raise SpecMismatchError(f"the publisher at {self.endpoint} sends {codec} video (uint8 pictures); this subscriber expects dtype {self.expect_dtype}")
-            self.decoder = DecoderStage(packet_stream_name(self.raw_stream, codec), self.raw_stream, codec, slots=self.slots, expect_shape=self.expect_shape)
-            self.stream_name = self.decoder.packet_name
-            self.expect_shape = self.expect_dtype = None  # they apply to the decoded pictures
-            self.keep = False  # the packet stream is ours; keep= applies to the decoded stream
-            self.decoder.start()
-        super()._welcome(body)
+        if not isinstance(info, dict) or self.decoder is not None:
+            return None
+        codec = info.get("codec")
+        if codec not in video.CODECS:
+            raise ProtocolError(f"the publisher at {endpoint} sends {codec!r} packets, which this framebus cannot decode")
+        video._av()  # ImportError with the install command, before anything is created
+        if self.expect_dtype is not None and str(self.expect_dtype) != "uint8":
+            raise SpecMismatchError(f"the publisher at {endpoint} sends {codec} video (uint8 pictures); this subscriber expects dtype {self.expect_dtype}")
+        self.decoder = DecoderStage(packet_stream_name(self.raw_stream, codec), self.raw_stream, codec, slots=self.slots, expect_shape=self.expect_shape)
+        self.decoder.start()
+        return self.decoder.packet_name
 
-    def _ensure_stream(self, spec: Tuple[str, Tuple[int, ...]], slots: int, meta_capacity: int) -> None:
-        before = self._stream
-        super()._ensure_stream(spec, slots, meta_capacity)
-        if self.decoder is not None and self._stream is not before and self._stream is not None:
-            # The decoder reads every packet in order (lossless): a slow decoder holds this end
-            # back, so the publisher skips this subscriber to the next keyframe.
-            self.decoder.attach(_stream.open(self.stream_name, mode="lossless"))
+    def stream_made(self, name: str) -> None:
+        if self.decoder is not None:
+            # The decoder reads every packet in order (lossless): a slow decoder holds the
+            # subscriber back, so the publisher skips it to the next keyframe.
+            self.decoder.attach(_stream.open(name, mode="lossless"))
 
-    def _tick(self, now: float) -> None:
+    def check(self) -> None:
         if self.decoder is not None and self.decoder.error is not None:
             raise self.decoder.error
-        super()._tick(now)
 
-    def _cleanup(self) -> None:
-        try:
-            if self.decoder is not None:
-                self.decoder.stop(unlink=not self._keep_raw)
-        finally:
-            super()._cleanup()
+    def stop(self) -> None:
+        if self.decoder is not None:
+            self.decoder.stop(unlink=not self.keep)
 
-    @property
-    def stats(self) -> BridgeStats:
-        """As ``Subscriber.stats``; for decoded video ``dropped`` also counts the packets the
-        decoder skipped (waiting for a keyframe after a missed packet)."""
-        s = super().stats
+    def stats(self, s: BridgeStats) -> BridgeStats:
         if self.decoder is None:
             return s
         return dataclasses.replace(s, stream=self.raw_stream, dropped=s.dropped + self.decoder.skipped)
 
-    def _record(self) -> Dict[str, Any]:
-        record = super()._record()
+    def record(self, record: Dict[str, Any]) -> Dict[str, Any]:
         if self.decoder is not None:
             record["stream"] = self.raw_stream
             record["video"] = {"codec": self.decoder.codec, "pictures": self.decoder.pictures, "skipped": self.decoder.skipped}

@@ -12,8 +12,8 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
-from ..errors import InvalidArgumentError
-from .errors import BridgeError, EndpointError, EndpointInUseError
+from ...errors import InvalidArgumentError
+from ..wire import BridgeError, EndpointError, EndpointInUseError
 
 _FORMS = "tcp://HOST:PORT (bind: tcp://*:PORT or tcp://IP:PORT, PORT may be * for any free port) or ipc:///path/to/socket"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno as _errno
 
-from ..errors import FramebusError
+from ...errors import FramebusError
 
 __all__ = [
     "BridgeError",
