@@ -83,7 +83,7 @@ def test_echo_json_is_strict_for_every_dtype(name, value, first):
 
 
 def test_echo_decodes_the_header_of_an_encoded_bridges_packet(name):
-    from framebus._bridge.video import PacketHeader, pack_header
+    from framebus.media.codec import PacketHeader, pack_header
 
     header = pack_header(PacketHeader(key=True, channels=3, width=320, height=240, session=77, index=5))
     with framebus.create(name + ".h264", capacity="1MiB", meta_capacity=256) as w:

@@ -79,7 +79,7 @@ def test_a_joiner_right_after_a_natural_keyframe_gets_a_forced_one_at_once(names
     import numpy as np
 
     import framebus
-    from framebus._bridge import video
+    from framebus.media import codec as video
     from framebus.net.video import encode
 
     monkeypatch.setattr(video, "KEY_MIN_INTERVAL", 0.3)

@@ -29,7 +29,7 @@ import framebus
 pytest.importorskip("zmq")
 av = pytest.importorskip("av")
 net = pytest.importorskip("framebus.net")
-from framebus._bridge import video  # noqa: E402
+from framebus.media import codec as video  # noqa: E402
 
 from video_helpers import BOUND, CLOSE, H, W, Writer, error, names, picture, read_pictures, source, wait_until  # noqa: E402,F401
 from bridge_helpers import free_port  # noqa: E402

@@ -114,7 +114,7 @@ def test_a_subscriber_killed_and_restarted_keeps_its_stream_for_its_readers(name
 
 def _packets(n: int) -> list:
     """``n`` H.264 packets (bytes, keyframe) of 320x240 test pictures."""
-    from framebus._bridge import video
+    from framebus.media import codec as video
 
     enc = video.PictureEncoder("libx264", video.VideoSettings.of("h264", "1M", 10), W, H, 3)
     out = []

@@ -26,7 +26,7 @@ import framebus
 
 av = pytest.importorskip("av", reason="PyAV is not installed (pip install 'framebus[video]')")
 net = pytest.importorskip("framebus.net")
-from framebus._bridge import video  # noqa: E402
+from framebus.media import codec as video  # noqa: E402
 
 from video_helpers import BOUND, CLOSE, H, W, Writer, error, names, read_pictures, source, wait_until  # noqa: E402,F401
 from bridge_helpers import LoopbackLink  # noqa: E402

@@ -60,7 +60,7 @@ def _packets_hint(name: str) -> str:
     subscriber started with --packets keeps its packets (in the stream it was given)."""
     import os
 
-    from ._bridge.video import CODECS
+    from .media.codec import CODECS
 
     stem, _, codec = name.rpartition(".")
     if not stem or codec not in CODECS or not os.path.exists(f"/dev/shm/framebus.{stem}"):

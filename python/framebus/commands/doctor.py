@@ -264,7 +264,7 @@ def check_video() -> Check:
     """Which video encoders work here (encoded bridges: ``--encode``; ``auto`` picks the first
     hardware one listed for a codec, else its software one)."""
     try:
-        from framebus._bridge import video
+        from framebus.media import codec as video
 
         found = video.available_encoders()
     except ImportError:

@@ -58,7 +58,7 @@ def packet(frame: Any) -> Optional[Dict[str, Any]]:
     """The header an encoded bridge puts at the start of a packet's metadata, decoded:
     ``codec``, ``keyframe``, ``width``, ``height``, ``channels``, ``session`` (the encoder run)
     and ``index`` (the packet's number in that run, from 0); None for a frame without one."""
-    from .._bridge.video import unpack_header
+    from ..media.codec import unpack_header
 
     h = unpack_header(frame.meta) if frame.meta else None
     if h is None:
@@ -85,7 +85,7 @@ def describe(frame: Any) -> Dict[str, Any]:
     list of ``{"name", ...}`` entries, one per named array, each an array or bytes)."""
     import numpy as np
 
-    from .._bridge.video import HEADER_BYTES
+    from ..media.codec import HEADER_BYTES
     from .._native import DeviceFrame
 
     meta = frame.meta

@@ -81,7 +81,7 @@ def subscribe(
     best_effort: bool = False, durability: str = "volatile", status: bool = True,
 ) -> ImageSubscriber:
     """Subscribes to the ROS 2 ``sensor_msgs/msg/Image`` topic ``topic`` (or a
-    ``sensor_msgs/msg/CompressedImage`` one, JPEG/PNG decoded by FFmpeg into RGB or mono
+    ``sensor_msgs/msg/CompressedImage`` one, JPEG/PNG decoded in process by PyAV into RGB or mono
     frames) and writes its images into the local stream ``stream_name``, created from the first image (shape (H, W) or
     (H, W, C) and dtype from its encoding; ``slots`` slots) or, with ``capacity`` (bytes), as a
     variable-shape stream that takes images of any size up to it. Returns the running

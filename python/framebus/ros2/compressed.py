@@ -1,17 +1,32 @@
 """``sensor_msgs/msg/CompressedImage`` (JPEG, PNG: what image_transport's compressed plugin
-sends) decoded into a frame by FFmpeg (``framebus.ffmpeg.find_ffmpeg``: imageio-ffmpeg's
-binary, or one on PATH). One FFmpeg run per image, which costs milliseconds: fine at camera
-rates, not for hundreds of images per second.
+sends) read from CDR by ``cdr.py`` and decoded in this process by PyAV
+(``framebus.media.image``; the ``framebus[video]`` extra): no subprocess per image.
+
+What the frame holds follows the message's ``format`` as before: a format whose first part names
+a mono encoding (``mono8; jpeg compressed mono8``, ``mono16; png compressed mono16``) gives
+(H, W) mono8 or mono16 frames; any other (``rgb8; ...``, ``bgr8; ...``, ``jpeg``, ``png``) gives
+(H, W, 3) rgb8, whatever channel order the sender's raw image had (a compressed image stores its
+colours, not their order).
 """
 
 from __future__ import annotations
 
-import subprocess
-from typing import Any, List, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from . import cdr
+
+TYPE = "sensor_msgs/msg/CompressedImage"
+
+
+class CompressedImage(NamedTuple):
+    """A CompressedImage message as read; ``data`` is a uint8 view of the message's bytes."""
+
+    stamp_ns: int
+    frame_id: str
+    format: str
+    data: np.ndarray
 
 
 class Decoded(NamedTuple):
@@ -23,51 +38,33 @@ class Decoded(NamedTuple):
     data: np.ndarray
 
 
-def unpack_compressed(data: bytes) -> Any:
-    """The CompressedImage message (rosbags' CDR; its ``data`` is a view)."""
-    from rosbags.typesys import Stores, get_typestore
-
-    return get_typestore(Stores.ROS2_JAZZY).deserialize_cdr(data, "sensor_msgs/msg/CompressedImage")
-
-
-def _netpbm(out: bytes) -> np.ndarray:
-    """The pixels of one binary PPM (P6) or PGM (P5) image."""
-    fields: List[bytes] = []
-    pos = 0
-    while len(fields) < 4:
-        while pos < len(out) and out[pos:pos + 1].isspace():
-            pos += 1
-        if out[pos:pos + 1] == b"#":
-            pos = out.index(b"\n", pos) + 1
-            continue
-        end = pos
-        while end < len(out) and not out[end:end + 1].isspace():
-            end += 1
-        fields.append(out[pos:end])
-        pos = end
-    pos += 1
-    kind, width, height, maxval = fields[0], int(fields[1]), int(fields[2]), int(fields[3])
-    dt = np.dtype(">u2") if maxval > 255 else np.dtype(np.uint8)
-    shape = (height, width, 3) if kind == b"P6" else (height, width)
-    arr = np.frombuffer(out, dt, count=int(np.prod(shape)), offset=pos).reshape(shape)
-    return arr.astype(np.uint16) if dt.itemsize == 2 else arr
+def unpack_compressed(data: Any) -> CompressedImage:
+    """Reads a CDR CompressedImage (no copy of the compressed bytes); ValueError when it is
+    truncated or not little-endian CDR."""
+    r = cdr.Reader(data, TYPE)
+    stamp_ns, frame_id = r.header()
+    fmt = r.string()
+    payload = r.octets(r.u32())
+    return CompressedImage(stamp_ns, frame_id, fmt, payload)
 
 
-def decode(data: bytes, ffmpeg: Optional[str] = None) -> Decoded:
-    """Decodes a CDR CompressedImage; ValueError when FFmpeg cannot decode it."""
-    from ..ffmpeg import find_ffmpeg
+def encoding_for(fmt: str) -> str:
+    """The frame encoding a CompressedImage of ``format`` ``fmt`` is decoded to: mono8, mono16 or
+    rgb8."""
+    first = fmt.lower().split(";")[0]
+    if "mono" in first:
+        return "mono16" if "16" in first else "mono8"
+    return "rgb8"
+
+
+_PIX_FMT = {"mono8": "gray", "mono16": "gray16le", "rgb8": "rgb24"}
+
+
+def decode(data: Any) -> Decoded:
+    """Decodes a CDR CompressedImage into a new array (the pixels decoded once); ValueError for
+    a truncated message or an image that is not a whole JPEG/PNG, ImportError without PyAV."""
+    from ..media.image import decode_still
 
     msg = unpack_compressed(data)
-    fmt = str(msg.format).lower()
-    mono = "mono" in fmt.split(";")[0] or fmt.startswith(("mono8", "mono16"))
-    deep = "16" in fmt.split(";")[0]
-    pix, codec = ("gray16be" if deep else "gray", "pgm") if mono else ("rgb24", "ppm")
-    cmd = [find_ffmpeg(ffmpeg), "-v", "error", "-i", "pipe:0", "-frames:v", "1", "-f", "image2pipe", "-vcodec", codec, "-pix_fmt", pix, "pipe:1"]
-    payload: Any = np.ascontiguousarray(msg.data)
-    proc = subprocess.run(cmd, input=memoryview(payload), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if proc.returncode != 0 or not proc.stdout:
-        raise InvalidArgumentError(f"FFmpeg could not decode a CompressedImage of format {msg.format!r}: {proc.stderr.decode(errors='replace').strip()[-300:]}")
-    arr = _netpbm(proc.stdout)
-    encoding = ("mono16" if deep else "mono8") if mono else "rgb8"
-    stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
-    return Decoded(stamp, str(msg.header.frame_id), encoding, arr)
+    encoding = encoding_for(msg.format)
+    return Decoded(msg.stamp_ns, msg.frame_id, encoding, decode_still(msg.data, _PIX_FMT[encoding]))

@@ -1,23 +1,22 @@
-"""``sensor_msgs/msg/Image`` in CDR (little-endian, XCDR1 as ROS 2 uses it), and the mapping
-between a frame's shape/dtype and the message's ``encoding``.
+"""``sensor_msgs/msg/Image`` in CDR (read and written with ``cdr.py``, the one CDR reader), and
+the mapping between a frame's shape/dtype and the message's ``encoding``.
 
 Packing copies the pixels once (into the message's buffer); unpacking gives a NumPy view of the
-message's pixel bytes (no copy). tests/test_ros2.py checks both against rosbags'
-``serialize_cdr`` / ``deserialize_cdr``.
+message's pixel bytes (no copy). tests/test_ros2.py and tests/test_ros2_cdr.py check both
+against rosbags' ``serialize_cdr`` / ``deserialize_cdr``.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any, NamedTuple, Tuple
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from . import cdr
+from .cdr import CDR_LE
 
-#: CDR encapsulation header: little-endian plain CDR.
-CDR_LE = b"\x00\x01\x00\x00"
-_U32 = struct.Struct("<I")
+__all__ = ["CDR_LE", "Image", "encoding_of", "image_prefix", "layout_of", "pack_image", "unpack_image"]
 
 _COLOR = {3: ("rgb", "bgr"), 4: ("rgba", "bgra")}
 _KIND = {"u": "U", "i": "S", "f": "F"}
@@ -70,28 +69,17 @@ def layout_of(encoding: str, height: int, width: int, big_endian: bool) -> Tuple
     return dt, shape
 
 
-def _string(s: str) -> bytes:
-    b = s.encode() + b"\x00"
-    return _U32.pack(len(b)) + b
-
-
-def _pad(n: int) -> bytes:
-    return b"\x00" * (-n % 4)
-
-
 def image_prefix(stamp_ns: int, frame_id: str, height: int, width: int, encoding: str, step: int, nbytes: int, big_endian: bool = False) -> bytes:
     """Everything of a CDR ``sensor_msgs/msg/Image`` before its pixel bytes: encapsulation
     header, header (stamp, frame_id), height, width, encoding, is_bigendian, step and the
     pixel data's length."""
-    body = bytearray(struct.pack("<iI", stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000))
-    body += _string(frame_id)
-    body += _pad(len(body))
-    body += struct.pack("<II", height, width)
-    body += _string(encoding)
+    body = cdr.header(stamp_ns, frame_id)
+    body += cdr.pad(len(body))
+    body += cdr.u32(height) + cdr.u32(width)
+    body += cdr.string(encoding)
     body += bytes([1 if big_endian else 0])
-    body += _pad(len(body))
-    body += _U32.pack(step)
-    body += _U32.pack(nbytes)
+    body += cdr.pad(len(body))
+    body += cdr.u32(step) + cdr.u32(nbytes)
     return CDR_LE + bytes(body)
 
 
@@ -115,39 +103,20 @@ class Image(NamedTuple):
     data: np.ndarray
 
 
-def _read_string(buf: memoryview, off: int) -> Tuple[str, int]:
-    off += -off % 4
-    (n,) = _U32.unpack_from(buf, off)
-    off += 4
-    if n == 0 or off + n > len(buf):
-        raise ValueError("truncated string in a CDR message")
-    return bytes(buf[off:off + n - 1]).decode("utf-8", "replace"), off + n
-
-
-def unpack_image(data: bytes) -> Image:
+def unpack_image(data: Any) -> Image:
     """Decodes a CDR ``sensor_msgs/msg/Image`` (no copy of the pixels); ValueError when it is
     truncated, big-endian CDR, or its sizes do not add up."""
-    if len(data) < 4 or data[:2] != b"\x00\x01":
-        raise ValueError("not a little-endian CDR message (framebus reads what rmw_zenoh sends: CDR_LE)")
-    buf = memoryview(data)[4:]
-    try:
-        sec, nsec = struct.unpack_from("<iI", buf, 0)
-        frame_id, off = _read_string(buf, 8)
-        off += -off % 4
-        height, width = struct.unpack_from("<II", buf, off)
-        encoding, off = _read_string(buf, off + 8)
-        big = bool(buf[off])
-        off += 1
-        off += -off % 4
-        step, n = struct.unpack_from("<II", buf, off)
-        off += 8
-    except struct.error:
-        raise ValueError("truncated sensor_msgs/msg/Image message") from None
-    if off + n > len(buf) or n < step * height:
-        raise ValueError(f"sensor_msgs/msg/Image of {height}x{width} step {step} carries {n} pixel bytes, {len(buf) - off} present")
+    r = cdr.Reader(data, "sensor_msgs/msg/Image")
+    stamp_ns, frame_id = r.header()
+    height, width = r.u32(), r.u32()
+    encoding = r.string()
+    big = bool(r.u8())
+    step, n = r.u32(), r.u32()
+    if n > r.remaining() or n < step * height:
+        raise ValueError(f"sensor_msgs/msg/Image of {height}x{width} step {step} carries {n} pixel bytes, {r.remaining()} present")
     dt, shape = layout_of(encoding, height, width, big)
     row = width * dt.itemsize * (1 if len(shape) == 2 else shape[2])
     if step < row:
         raise ValueError(f"sensor_msgs/msg/Image {encoding} {width} wide needs rows of {row} bytes, step is {step}")
-    pixels = np.frombuffer(data, np.uint8, count=step * height, offset=4 + off).reshape(height, step)[:, :row]
-    return Image(sec * 1_000_000_000 + nsec, frame_id, encoding, pixels.view(dt).reshape(shape))
+    pixels = r.octets(step * height).reshape(height, step)[:, :row]
+    return Image(stamp_ns, frame_id, encoding, pixels.view(dt).reshape(shape))

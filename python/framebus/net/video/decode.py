@@ -21,7 +21,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from ... import _stream
-from ..._bridge import video
+from ...media import codec as video
 from ...errors import StreamEndedError, StreamTimeoutError
 from ..link import SLICE_S, TICK_S, BridgeStats, local_stream
 from ..wire import ProtocolError, SpecMismatchError

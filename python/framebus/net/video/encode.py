@@ -18,7 +18,7 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from ... import _stream
-from ..._bridge import video
+from ...media import codec as video
 from ...errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamNotFoundError, StreamTimeoutError
 from ...info import stat as _stat
 from ..link import SLICE_S, TICK_S

@@ -1,5 +1,5 @@
 """The frame rate a recording is written at: what the stream's frames carry (``framebus play``
-writes it into each frame's metadata), else a default."""
+writes it into each frame's metadata, :func:`fps_meta`), else a default."""
 
 from __future__ import annotations
 
@@ -24,3 +24,9 @@ def fps_in_meta(meta: Any) -> Optional[float]:
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not (0 < fps < math.inf):
         return None
     return float(fps)
+
+
+def fps_meta(fps: Optional[float]) -> Optional[bytes]:
+    """The metadata ``framebus play`` writes with each frame: the video's frame rate as JSON
+    ``{"fps": 25.0}`` (what :func:`fps_in_meta` reads); None for no usable rate."""
+    return json.dumps({"fps": fps}).encode() if fps and 0 < fps < math.inf else None

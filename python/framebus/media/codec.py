@@ -3,9 +3,9 @@ encoder, and the rule that keeps a subscriber's pictures whole (a keyframe first
 unbroken run of packets).
 
 An encoded bridge is three ordinary pieces: an encoder stage (raw stream -> packet stream, see
-``encode.py``), any bridge engine moving the packet stream (a variable-shape stream of byte
+``net/video/encode.py``), any bridge engine moving the packet stream (a variable-shape stream of byte
 frames written with ``codec=``), and a decoder stage (packet stream -> raw stream of the
-source's shape and dtype, see ``decode.py``). What an engine adds for video is the keyframe
+source's shape and dtype, see ``net/video/decode.py``). What an engine adds for video is the keyframe
 gate (:class:`KeyframeGate`): a peer gets packets only from a keyframe on, and only while
 they follow one another; a peer that joins or misses a packet waits for the next keyframe,
 and the encoder is asked (rate-limited) to make one at once.

@@ -8,7 +8,13 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
+
+from ..commands import REPLACED, REPLACED_ERRORS, StreamReplaced
+from ..errors import FFmpegError, StreamEndedError
+from .codec import unpack_header
+from .ffmpeg import DETACHED, find_ffmpeg
+from .frame_rate import DEFAULT_FPS, fps_in_meta
 
 #: FFmpeg input formats (demuxers) of the codec names writers give to ``write(..., codec=)``.
 DEMUXERS = {"h264": "h264", "avc": "h264", "h265": "hevc", "hevc": "hevc", "mjpeg": "mjpeg", "jpeg": "mjpeg", "mpeg4": "m4v", "av1": "obu"}
@@ -36,27 +42,21 @@ def check_packet(frame: Any, codec: Optional[str], seq: int) -> str:
 def _starts_file(frame: Any) -> bool:
     """Whether a recording may start with this packet: a keyframe of an encoded bridge (its
     metadata says so), or any packet that does not say (written by other code)."""
-    from framebus._bridge.video import unpack_header
-
     header = unpack_header(frame.meta)
     return header is None or header.key
 
 
-def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None], segment: Any = None) -> bool:
+def remux_packets(stream: Any, args: Any, stop: threading.Event, update: Callable[[int], None], segment: Any = None) -> bool:
     """Feeds every new packet of ``stream`` to FFmpeg until the writer ends the stream,
     ``stop``, --frames, --seconds or --idle, then lets FFmpeg finish the file; ``update`` gets
     the count of packets written after each one. Returns whether the stream ended. Raises
     PacketError for a frame that is not a packet, FFmpegError when FFmpeg fails, and (the file
     finished first) StreamReplaced when the stream was replaced by a new stream of the same
-    name (``segment``, a ``_segment.Segment``, checked while no packet comes)."""
-    from framebus.errors import FFmpegError, StreamEndedError
-    from framebus.ffmpeg import DETACHED, find_ffmpeg
-
-    from ._segment import REPLACED, REPLACED_ERRORS, StreamReplaced
-
+    name (``segment``, from ``commands.open_watched``, checked while no packet comes)."""
     ffmpeg = find_ffmpeg(args.ffmpeg)
     proc: Optional["subprocess.Popen[bytes]"] = None
     codec: Optional[str] = None
+    cmd: List[str] = []
     frames = 0
     ended = False
     start = last = time.perf_counter()
@@ -83,8 +83,6 @@ def record_packets(stream: Any, args: Any, stop: threading.Event, update: Callab
                     continue  # a file starts at a keyframe: earlier packets would not decode
                 if proc is None:
                     cmd = [ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", DEMUXERS.get(codec, codec)]
-                    from ._frame_rate import DEFAULT_FPS, fps_in_meta
-
                     fps = args.fps or fps_in_meta(frame.meta) or DEFAULT_FPS
                     cmd += ["-r", f"{fps:g}", "-i", "-", "-c", "copy", args.out]
                     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, **DETACHED)
