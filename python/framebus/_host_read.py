@@ -6,6 +6,9 @@ needs, frames as bytes in host memory, whatever memory the stream keeps them in.
 :class:`DownloadingStream`: a handle through the GPU whose reads copy each frame to the host
 (``_native.DeviceDownload``: one device-to-host copy per frame on a CUDA stream of its own, into
 page-locked memory allocated once; ``framebus ls``/``top`` show the reader as a download).
+:func:`host_view` and :func:`host_wait_view` are ``view``/``wait_view`` for any handle it gives:
+for code written for zero-copy views (the encoded bridge, the ROS 2 publisher), a host stream's
+views stay zero-copy and a download comes as a :class:`DownloadedFrame`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ._stream import Publication
 from ._stream import open as _open
 from .info import stat
 
-__all__ = ["open_for_host", "DownloadingStream"]
+__all__ = ["open_for_host", "DownloadingStream", "DownloadedFrame", "host_view", "host_wait_view"]
 
 
 def open_for_host(name: str, *, mode: str = "latest", **options: Any) -> Any:
@@ -30,6 +33,45 @@ def open_for_host(name: str, *, mode: str = "latest", **options: Any) -> Any:
     info = stat(name)
     handle = _open(name, mode=mode, device=None if info.device and not info.cpu_mirror else "cpu", **options)
     return DownloadingStream(handle) if isinstance(handle, _native.DeviceStream) else handle
+
+
+def host_view(src: Any, timeout: Optional[float] = None) -> Any:
+    """The newest frame of ``src`` (a handle :func:`open_for_host` gave) as a view: a host
+    stream's ``src.view(timeout)`` (zero-copy, pins the slot until released), or for a
+    :class:`DownloadingStream` a :class:`DownloadedFrame` (a copy; never waits: NoFrameError
+    before the first frame). Raises as ``Stream.view`` (DeviceUnavailableError for a download
+    whose stream's owner has exited)."""
+    return src._downloaded_view(False, None) if isinstance(src, DownloadingStream) else src.view(timeout=timeout)
+
+
+def host_wait_view(src: Any, timeout: Optional[float] = None) -> Any:
+    """The next frame ``src`` has not seen as a view: a host stream's ``src.wait_view(timeout)``
+    (zero-copy), or for a :class:`DownloadingStream` a :class:`DownloadedFrame` (a copy). Waits
+    and raises as ``Stream.wait_view`` (StreamTimeoutError, StreamEndedError;
+    DeviceUnavailableError naming the pid once a device stream's owner has exited)."""
+    return src._downloaded_view(True, timeout) if isinstance(src, DownloadingStream) else src.wait_view(timeout=timeout)
+
+
+class DownloadedFrame:
+    """A frame a :class:`DownloadingStream` read, shaped as a ``Frame`` view for code written for
+    views. ``array`` is a copy out of the page-locked buffer into a host array the stream
+    reuses: valid until the stream's next ``host_view``/``host_wait_view`` (copy it to keep it).
+    ``seq``, ``timestamp_ns``, ``frame_id`` and ``meta`` are the frame's; it pins nothing, so
+    ``release()`` and ``with`` do nothing."""
+
+    __slots__ = ("array", "seq", "timestamp_ns", "frame_id", "meta")
+
+    def __init__(self, array: np.ndarray, seq: int, timestamp_ns: int, frame_id: int, meta: bytes) -> None:
+        self.array, self.seq, self.timestamp_ns, self.frame_id, self.meta = array, seq, timestamp_ns, frame_id, meta
+
+    def release(self) -> None:
+        """Nothing to give back: the frame is a copy."""
+
+    def __enter__(self) -> "DownloadedFrame":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
 
 #: What a DownloadingStream passes on to its device handle: the ring, not the frames.
@@ -48,12 +90,14 @@ class DownloadingStream:
     copied out of the page-locked buffer, so an array handed on (to a pipe, a socket) stays
     valid while later frames are read. The ring's attributes (``write_sequence``, ``ended``,
     ``total_missed``, ``set_role``, ...) are the device handle's; views, loans and writes are
-    not offered (open the stream with ``framebus.open`` for device frames)."""
+    not offered (open the stream with ``framebus.open`` for device frames): code written for views
+    reads it through :func:`host_view`/:func:`host_wait_view`."""
 
     variable = False
 
     def __init__(self, handle: "_native.DeviceStream") -> None:
         self._handle = handle
+        self._view_buf: Optional[np.ndarray] = None
         try:
             self._download = _native.DeviceDownload(handle)
         except BaseException:
@@ -81,6 +125,15 @@ class DownloadingStream:
 
     def _read_new_info(self, *, timeout: Optional[float] = None, out: Optional[np.ndarray] = None) -> Tuple[Any, int, int, int, bytes]:
         return self._download.read_next(timeout=timeout, out=out)
+
+    def _downloaded_view(self, new: bool, timeout: Optional[float]) -> DownloadedFrame:
+        """The next frame (``new``, waiting ``timeout``) or the newest one, copied into the one
+        host array views reuse; see :func:`host_wait_view`."""
+        if self._view_buf is None:
+            self._view_buf = np.empty(tuple(self._handle.shape or ()), np.dtype(self._handle.dtype))
+        out = self._view_buf
+        info = self._download.read_next(timeout=timeout, out=out) if new else self._download.read_latest(out=out)
+        return DownloadedFrame(*info)
 
     def read_publication(self, *, out: Optional[np.ndarray] = None) -> Publication:
         """The newest frame with its sequence, time, id and metadata (as ``Stream``'s)."""

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .. import _stream
+from .._host_read import host_wait_view, open_for_host
 from ..errors import InvalidArgumentError, StreamEndedError, StreamTimeoutError
 from ..net.link import SLICE_S, TICK_S, Bridge, BridgeStats, local_stream
 from ..net.wire import SpecMismatchError
@@ -181,7 +181,7 @@ class ImagePublisher(_RosEnd):
         return f"-> ros2 {self.topic}"
 
     def _setup(self) -> None:
-        src = self._src = _stream.open(self.stream_name, mode="latest", device="cpu")
+        src = self._src = open_for_host(self.stream_name)  # a device stream: its CPU mirror, else downloaded
         if not src.variable:
             self._encoding = I.encoding_of(tuple(src.shape or ()), np.dtype(src.dtype), bgr=self.bgr)  # bad shapes fail here
         src.set_role("bridge out", f"-> ros2 {self.topic}")
@@ -200,7 +200,7 @@ class ImagePublisher(_RosEnd):
             if now >= self._next_tick:
                 self._tick(now)
             try:
-                frame = src.wait_view(timeout=SLICE_S)
+                frame = host_wait_view(src, SLICE_S)
             except TimeoutError:
                 continue
             except StreamEndedError:  # the writer ended the stream: wait for it to write again

@@ -1,7 +1,8 @@
 """The publishing half of an encoded bridge.
 
 :class:`EncoderStage` reads a raw stream as any reader does (latest mode: a slow encoder skips
-pictures; lossless: it holds the raw writer back) and writes one packet per picture into the
+pictures; lossless: it holds the raw writer back; a device stream without a CPU mirror is
+downloaded, see ``framebus._host_read``) and writes one packet per picture into the
 packet stream ``NAME.CODEC`` (a variable-shape stream of byte frames with ``codec=``; each
 packet keeps the picture's timestamp, frame_id and metadata, behind a small header, see
 ``video.PacketHeader``). :class:`EncodedFrames` is the publisher's payload for it: the
@@ -18,6 +19,7 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from ... import _stream
+from ..._host_read import host_view, host_wait_view, open_for_host
 from ...media import codec as video
 from ...errors import InvalidArgumentError, StreamEndedError, StreamExistsError, StreamNotFoundError, StreamTimeoutError
 from ...info import stat as _stat
@@ -41,7 +43,7 @@ class EncoderStage:
         self.source = source
         self.settings = settings
         self.mode = mode
-        src = _stream.open(source, mode=mode, device="cpu")
+        src = open_for_host(source, mode=mode)  # a device stream: its CPU mirror, else downloaded
         try:
             self.height, self.width, self.channels = _geometry(source, src, settings.drop_alpha)
             self.encoder_name = video.pick_encoder(settings)
@@ -115,7 +117,7 @@ class EncoderStage:
         while not self._stop.is_set():
             src = self._src
             try:
-                frame = src.view(timeout=0) if current else src.wait_view(SLICE_S)
+                frame = host_view(src, timeout=0) if current else host_wait_view(src, SLICE_S)
                 current = False
             except TimeoutError:
                 current = self._follow()
@@ -170,7 +172,7 @@ class EncoderStage:
         if ino == self._src_ino:
             return False
         try:
-            src = _stream.open(self.source, mode=self.mode, device="cpu")
+            src = open_for_host(self.source, mode=self.mode)
         except (FileNotFoundError, StreamNotFoundError):
             return False
         try:
