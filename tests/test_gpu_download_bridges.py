@@ -205,3 +205,38 @@ def test_host_views_are_zero_copy_for_a_host_stream_and_one_reused_copy_for_a_do
         name,
     )
     assert r == {"host": ["Frame", False], "first": ["DownloadedFrame", 1, 7, "x", True], "reused": True}
+
+
+def test_a_dead_owner_ends_a_ros2_publisher_with_device_unavailable_naming_the_pid(name):
+    pytest.importorskip("zenoh")
+    pytest.importorskip("rosbags")
+    r = run(
+        OWNER
+        + textwrap.dedent(
+            """
+            from framebus import ros2
+            from framebus.errors import DeviceUnavailableError
+            name, port = sys.argv[1], sys.argv[2]
+            owner = subprocess.Popen([sys.executable, "-c", owner_code, name, "(6, 8, 3)"], stdout=subprocess.PIPE, text=True)
+            assert owner.stdout.readline().strip() == "ready"
+            pub = ros2.publish(name, "/gpu/dead", listen=["tcp/127.0.0.1:" + port], scouting=False)
+            owner.send_signal(signal.SIGKILL); owner.wait(); owner.stdout.close()
+            try:
+                pub.join(60)
+                raised = None
+            except DeviceUnavailableError as e:
+                raised = str(e)
+            stats, running = pub.stats.error, pub.running
+            try:
+                pub.stop()
+            except DeviceUnavailableError:
+                pass
+            os.unlink("/dev/shm/framebus." + name)
+            print(json.dumps({"raised": raised, "stats": stats, "running": running, "pid": owner.pid}))
+            """
+        ),
+        name,
+        str(free_port()),
+    )
+    assert r["raised"] and f"pid {r['pid']}" in r["raised"] and not r["running"], r
+    assert r["stats"] == f"DeviceUnavailableError: {r['raised']}"
