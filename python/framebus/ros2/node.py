@@ -327,7 +327,7 @@ class ImageSubscriber(_RosEnd):
             return None, False
         last = self._last_ros_seq.get(gid)
         gap = last is not None and seq > last + 1
-        if gap:
+        if last is not None and gap:
             self.dropped += seq - last - 1
         self._last_ros_seq[gid] = seq
         self.publishers.add(gid)
