@@ -223,6 +223,8 @@ def test_a_stream_h264_cannot_carry_is_refused_before_anything_is_published(name
         assert not os.path.exists(f"/dev/shm/framebus.{name}.h264")
         with pytest.raises(ValueError, match="encode"):
             ros2.publish(name, "/cam/bad", gop=10, listen=[f"tcp/127.0.0.1:{port}"], scouting=False, status=False)
+        with pytest.raises(ValueError, match="bgr"):
+            ros2.publish(name, "/cam/bad", encode="h264", bgr=True, listen=[f"tcp/127.0.0.1:{port}"], scouting=False, status=False)
         with pytest.raises(ValueError, match="encode must be one of"):
             ros2.publish(name, "/cam/bad", encode="h265x", listen=[f"tcp/127.0.0.1:{port}"], scouting=False, status=False)
         if why == "uint8":

@@ -38,6 +38,8 @@ class VideoPublisher(ImagePublisher):
     def __init__(self, stream: str, topic: str, *, settings: codec.VideoSettings, **options: Any) -> None:
         if settings.codec not in FORMATS:
             raise InvalidArgumentError(f"a ROS 2 video topic carries {', '.join(FORMATS)}; encode={settings.codec!r} is not one")
+        if options.get("bgr"):
+            raise InvalidArgumentError("bgr= does not apply to an encoded topic: the encoder takes RGB frames (convert them, or publish raw Images)")
         self.settings = settings
         self.encoder: Optional[EncoderStage] = None
         self._sets = ParameterSets()

@@ -342,7 +342,7 @@ class ImageSubscriber(_RosEnd):
         if kind is None:
             self.bad_messages += 1  # another type on this topic name: not ours to read
             return
-        if kind != self.ros_type:
+        if kind != self.ros_type and not self.frames:  # the first messages tell the topic's type
             self._retype(kind)
         seq, gap = self._sequence(sample)
         if not write and kind != VIDEO:
