@@ -18,6 +18,7 @@ _EXAMPLES = """examples:
   framebus ros2 publish camera --topic /camera/image_raw --frame-id camera
   framebus ros2 subscribe /camera/image_raw --stream from_ros
   framebus ros2 publish camera --topic /camera/image_raw --connect tcp/robot:7447
+  framebus ros2 publish camera --topic /camera/h264 --encode h264 --bitrate 4M
 
   framebus ros2 router --listen tcp/0.0.0.0:7447
 
@@ -37,12 +38,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pub.add_argument("--topic", required=True, help="ROS 2 topic, e.g. /camera/image_raw")
     pub.add_argument("--frame-id", default="", help="header.frame_id of every image (default empty)")
     pub.add_argument("--bgr", action="store_true", help="3/4-channel frames are BGR(A): bgr8/bgra8 instead of rgb8/rgba8")
+    pub.add_argument("--encode", choices=["h264"], default=None,
+                     help="publish foxglove_msgs/msg/CompressedVideo (H.264, for Foxglove/Lichtblick) instead of Image; uint8 frames, needs framebus[video]")
+    pub.add_argument("--bitrate", default=None, metavar="RATE", help="with --encode: bits per second, e.g. 8M or 800k (default 8M)")
+    pub.add_argument("--gop", type=positive_int, default=None, help="with --encode: pictures between keyframes (default 30; a new subscription gets one at once)")
+    pub.add_argument("--encoder", default=None, metavar="NAME", help="with --encode: auto (a hardware encoder that works here, else libx264; default) or an FFmpeg encoder")
+    pub.add_argument("--drop-alpha", action="store_true", help="with --encode: take HxWx4 frames and send their first three channels")
     pub.add_argument("--best-effort", dest="qos", action="store_const", const="best_effort", default="reliable",
                      help="the same as --qos best_effort")
     add_wait_argument(pub)
     _common(pub)
 
-    s = sub.add_parser("subscribe", help="write a sensor_msgs/msg/Image topic into a local stream")
+    s = sub.add_parser("subscribe", help="write a sensor_msgs/msg/Image (or CompressedImage, or CompressedVideo: decoded) topic into a local stream")
     s.add_argument("topic", help="ROS 2 topic, e.g. /camera/image_raw")
     s.add_argument("--stream", dest="name", type=stream_name, required=True, help="local stream to write (created from the first image)")
     s.add_argument("--slots", type=int_range(2, 64), default=4, help="slots of the local stream (default 4)")
@@ -93,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
             stop_on_signals(stop)
             node: Any = ros2.publish(
                 args.name, args.topic, frame_id=args.frame_id, domain=args.domain, bgr=args.bgr, node=args.node,
-                namespace=args.namespace, depth=args.depth, best_effort=args.qos == "best_effort", durability=args.durability, **zenoh,
+                namespace=args.namespace, depth=args.depth, best_effort=args.qos == "best_effort", durability=args.durability,
+                encode=args.encode, bitrate=args.bitrate, gop=args.gop, encoder=args.encoder, drop_alpha=args.drop_alpha, **zenoh,
             )
             what = f"{args.name} -> {node.topic} ({node.key})"
         else:

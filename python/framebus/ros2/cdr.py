@@ -1,6 +1,7 @@
 """The one reader (and the writing pieces) of CDR, the encoding of ROS 2 messages, for the
-messages framebus reads and writes: ``sensor_msgs/msg/Image`` (``image.py``) and
-``sensor_msgs/msg/CompressedImage`` (``compressed.py``). Plain CDR, little-endian (XCDR1, the
+messages framebus reads and writes: ``sensor_msgs/msg/Image`` (``image.py``),
+``sensor_msgs/msg/CompressedImage`` (``compressed.py``) and ``foxglove_msgs/msg/CompressedVideo``
+(``video.py``). Plain CDR, little-endian (XCDR1, the
 ``CDR_LE`` encapsulation that rmw_zenoh sends): each primitive aligned to its size, counted from
 the end of the 4-byte encapsulation header; strings are a uint32 length (with the NUL) and
 their bytes; ``uint8[]`` is a uint32 count and the bytes.

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import secrets
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from .qos import Qos, QosWatch, declare_publisher, declare_subscriber
 
 IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED = "sensor_msgs/msg/CompressedImage"
+VIDEO = "foxglove_msgs/msg/CompressedVideo"
 
 #: A link that reaches a local rmw_zenoh router, as ROS 2 nodes do by default.
 ROUTER = "tcp/localhost:7447"
@@ -53,6 +54,8 @@ class _RosEnd(Bridge):
     shown while the session reaches no Zenoh router or peer."""
 
     kind = "MP"
+    #: The ROS message type of the topic this end declares (its key and tokens).
+    ros_type = IMAGE
     _reach: Optional[Reach] = None
     _role_tag = "bridge out"
 
@@ -67,8 +70,8 @@ class _RosEnd(Bridge):
         self.depth = qos.depth
         self.reliability = rmw.RELIABLE if qos.reliable else rmw.BEST_EFFORT
         self._qos_watch: Optional[QosWatch] = None
-        self.type_hash = rmw.type_hash(IMAGE)
-        self.key = rmw.topic_key(self.domain, self.topic, IMAGE, self.type_hash)
+        self.type_hash = rmw.type_hash(self.ros_type)
+        self.key = rmw.topic_key(self.domain, self.topic, self.ros_type, self.type_hash)
         self.gid = secrets.token_bytes(rmw.GID_SIZE)
         self.tokens: list = []
         self._zsession: Any = None
@@ -116,14 +119,24 @@ class _RosEnd(Bridge):
 
     def _declare_tokens(self) -> None:
         zid = str(self._zsession.zid())
-        qos = self.qos.token()
         self._qos_watch = QosWatch(self._zsession, self.domain, self.topic, self.kind, self.qos)
-        names = [
-            rmw.node_token(self.domain, zid, 0, self.namespace, self.node),
-            rmw.entity_token(self.kind, self.domain, zid, 0, 1, self.namespace, self.node, self.topic, IMAGE, self.type_hash, qos),
-        ]
-        lv = self._zsession.liveliness()
-        self.tokens = [(n, lv.declare_token(n)) for n in names]
+        name = rmw.node_token(self.domain, zid, 0, self.namespace, self.node)
+        self.tokens = [(name, self._zsession.liveliness().declare_token(name))]
+        self._declare_entity()
+
+    def _declare_entity(self) -> None:
+        name = rmw.entity_token(
+            self.kind, self.domain, str(self._zsession.zid()), 0, 1, self.namespace, self.node, self.topic, self.ros_type, self.type_hash,
+            self.qos.token(),
+        )
+        self.tokens.append((name, self._zsession.liveliness().declare_token(name)))
+
+    def _retype(self, ros_type: str) -> None:
+        """The topic turned out to be of ``ros_type``: the entity token says so from now on
+        (``ros2 topic info`` then counts this end with the topic's publishers' type)."""
+        self.ros_type, self.type_hash = ros_type, rmw.type_hash(ros_type)
+        self.tokens.pop()[1].undeclare()
+        self._declare_entity()
 
     def _close_session(self) -> None:
         for _, token in self.tokens:
@@ -261,6 +274,8 @@ class ImageSubscriber(_RosEnd):
         self.publishers: set = set()
         #: Messages of another type on the topic's name, ignored.
         self.bad_messages = 0
+        #: The decoder of a CompressedVideo topic (made at its first message).
+        self.video: Any = None
         self._last_ros_seq: dict = {}
         qos = Qos("best_effort" if best_effort else "reliable", durability, depth)
         super().__init__(stream, topic, domain, link, node, namespace, qos, status)
@@ -297,33 +312,60 @@ class ImageSubscriber(_RosEnd):
                 except IndexError:  # nothing more waiting
                     break
                 if sample is not None:
-                    self.dropped += 1
+                    self._accept(sample, write=False)
                 sample = newer
             self._accept(sample)
 
-    def _accept(self, sample: Any) -> None:
-        data = frames.frame_bytes(sample.payload)  # one copy, fragments or not
-        dds_type = str(sample.key_expr).rsplit("/", 2)[1]
-        if dds_type == rmw.dds_type_name(COMPRESSED):
-            from .compressed import decode
+    def _sequence(self, sample: Any) -> Tuple[Optional[int], bool]:
+        """The publisher's sequence number of a sample (None without a valid attachment), and
+        whether samples of that publisher were missed before it (counted in ``dropped``)."""
+        if sample.attachment is None:
+            return None, False
+        try:
+            seq, _, gid = rmw.unpack_attachment(sample.attachment.to_bytes())
+        except ValueError:
+            return None, False
+        last = self._last_ros_seq.get(gid)
+        gap = last is not None and seq > last + 1
+        if last is not None and gap:
+            self.dropped += seq - last - 1
+        self._last_ros_seq[gid] = seq
+        self.publishers.add(gid)
+        return seq, gap
 
-            img: Any = decode(data)
-        elif dds_type == rmw.dds_type_name(IMAGE):
-            img = I.unpack_image(data)
-        else:
+    def _accept(self, sample: Any, write: bool = True) -> None:
+        """Reads one sample and (``write``) writes its image; else (an older one of several
+        waiting) counts it dropped, after decoding it when it is video (its successors refer
+        to it)."""
+        dds_type = str(sample.key_expr).rsplit("/", 2)[1]
+        kind = {rmw.dds_type_name(t): t for t in (IMAGE, COMPRESSED, VIDEO)}.get(dds_type)
+        if kind is None:
             self.bad_messages += 1  # another type on this topic name: not ours to read
             return
-        seq = None
-        if sample.attachment is not None:
-            try:
-                seq, _, gid = rmw.unpack_attachment(sample.attachment.to_bytes())
-                last = self._last_ros_seq.get(gid)
-                if last is not None and seq > last + 1:
-                    self.dropped += seq - last - 1
-                self._last_ros_seq[gid] = seq
-                self.publishers.add(gid)
-            except ValueError:
-                seq = None
+        if kind != self.ros_type and not self.frames:  # the first messages tell the topic's type
+            self._retype(kind)
+        seq, gap = self._sequence(sample)
+        if not write and kind != VIDEO:
+            self.dropped += 1
+            return
+        data = frames.frame_bytes(sample.payload)  # one copy, fragments or not
+        if kind == VIDEO:
+            if self.video is None:
+                from .video import VideoDecoder
+
+                self.video = VideoDecoder()
+            skipped = self.video.skipped
+            img: Any = self.video.decode(data, gap)
+            self.dropped += self.video.skipped - skipped
+            if img is None or not write:
+                self.dropped += img is not None
+                return
+        elif kind == COMPRESSED:
+            from .compressed import decode
+
+            img = decode(data)
+        else:
+            img = I.unpack_image(data)
         self._ensure(img.data.astype(img.data.dtype.newbyteorder("="), copy=False) if img.data.dtype.byteorder == ">" else img.data)
         meta = json.dumps({"frame_id": img.frame_id, "encoding": img.encoding}).encode()[: self._dst.meta_capacity]
         arr = img.data

@@ -35,12 +35,23 @@ def dds_type_name(ros_type: str) -> str:
     return f"{pkg}::{kind}::dds_::{name}_"
 
 
+#: Message definitions (``.msg`` fields) of the types framebus uses that rosbags' store does
+#: not ship: registered before their hash is computed.
+EXTRA_TYPES = {
+    "foxglove_msgs/msg/CompressedVideo": "builtin_interfaces/Time timestamp\nstring frame_id\nuint8[] data\nstring format\n",
+}
+
+
 def type_hash(ros_type: str) -> str:
     """The REP-2011 type hash (``RIHS01_<sha256>``) of a ROS 2 message type, from rosbags'
-    Jazzy type store (the same for Kilted and Rolling for the types framebus uses)."""
-    from rosbags.typesys import Stores, get_typestore
+    Jazzy type store (the same for Kilted and Rolling for the types framebus uses), with the
+    types of ``EXTRA_TYPES`` registered from their definitions."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    return str(get_typestore(Stores.ROS2_JAZZY).hash_rihs01(ros_type))
+    store = get_typestore(Stores.ROS2_JAZZY)
+    if ros_type in EXTRA_TYPES:
+        store.register(get_types_from_msg(EXTRA_TYPES[ros_type], ros_type))
+    return str(store.hash_rihs01(ros_type))
 
 
 def check_topic(topic: str) -> str:
