@@ -240,3 +240,46 @@ def test_a_dead_owner_ends_a_ros2_publisher_with_device_unavailable_naming_the_p
     )
     assert r["raised"] and f"pid {r['pid']}" in r["raised"] and not r["running"], r
     assert r["stats"] == f"DeviceUnavailableError: {r['raised']}"
+
+
+def test_ros2_h264_publish_of_a_device_stream_without_a_mirror_decodes_close_to_the_source(name):
+    """`ros2 publish --encode h264` shares the encoded bridge's encoder stage, so it downloads too:
+    pictures decoded by ``ros2.subscribe`` are close to their sources (H.264 is lossy)."""
+    pytest.importorskip("zenoh")
+    pytest.importorskip("rosbags")
+    pytest.importorskip("av")
+    r = run(
+        """
+        sys.path.insert(0, sys.argv[3])
+        from video_helpers import CLOSE, H, W, error, picture
+        from framebus import ros2
+        name, port = sys.argv[1], sys.argv[2]
+        src = framebus.create(name, shape=(H, W, 3), dtype=np.uint8, device=0)
+        pub = ros2.publish(name, "/gpu/h264", encode="h264", encoder="libx264", listen=["tcp/127.0.0.1:" + port], scouting=False,
+                           status=False)
+        sub = ros2.subscribe("/gpu/h264", name + "-dst", connect=["tcp/127.0.0.1:" + port], scouting=False, status=False)
+        close = []
+        try:
+            deadline = time.monotonic() + 60
+            while not pub.matched:
+                assert time.monotonic() < deadline, "the subscription never reached the publisher"
+                time.sleep(0.01)
+            src.write(picture(0), timestamp_ns=1)
+            while sub.stats.frames < 1:
+                assert time.monotonic() < deadline and pub.running, pub.error
+                time.sleep(0.01)
+            downloads = [x["role"] for x in _native.stream_stats(name)["readers"] if x["download"]]
+            with framebus.open(name + "-dst", mode="lossless") as out:
+                for i in range(1, 8):
+                    src.write(picture(i), timestamp_ns=1 + i)
+                    p = out.read_new_publication(timeout=60)
+                    close.append([p.timestamp_ns, error(np.asarray(p.payload), i) < CLOSE])
+        finally:
+            sub.stop(); pub.stop(); src.unlink()
+        print(json.dumps({"close": close, "downloads": downloads}))
+        """,
+        name,
+        str(free_port()),
+        TESTS,
+    )
+    assert r == {"close": [[1 + i, True] for i in range(1, 8)], "downloads": ["bridge out"]}
