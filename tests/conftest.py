@@ -26,6 +26,12 @@ import pytest
 
 import framebus
 
+# A shell without job control starts background commands with SIGINT ignored, and an ignored
+# signal stays ignored across exec: every command a test starts would then shrug off the Ctrl-C
+# the signal tests send it. Python's own handler here is reset to the default in each child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 SHM = "/dev/shm"
 PREFIX = f"t-{os.getpid()}-"
 _counter = itertools.count()
