@@ -4,33 +4,23 @@
 //! release event it records lets the writer go on; a dead owner is reported by pid.
 //!
 //! The door is chosen once per process from FRAMEBUS_CUDA, set before the first use; the fake's
-//! counts are per process, so every test holds SERIAL.
+//! counts are per process, so every test holds the lock of `fake_door::serial`.
 
-use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 
 use framebus::gpu::fake::fake_counts;
-use framebus::ring::{DeviceSpec, Source};
+use framebus::ring::Source;
 use framebus::{CreateOptions, Deadline, DeviceDownload, DeviceStream, Error, FrameInfo, ReaderMode, StreamSpec};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-static FAKE: Once = Once::new();
-
-fn serial() -> MutexGuard<'static, ()> {
-    FAKE.call_once(|| std::env::set_var("FRAMEBUS_CUDA", "fake"));
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+mod fake_door;
+use fake_door::{serial, soon};
 
 fn name(tag: &str) -> String {
-    format!("t-devdl-{}-{tag}", std::process::id())
+    fake_door::name("devdl", tag)
 }
 
 fn spec(slots: u32) -> StreamSpec {
-    StreamSpec { slots, device: Some(DeviceSpec { ordinal: 0, cpu_mirror: false }), ..StreamSpec::new("|u1", 1, vec![4, 6]) }
-}
-
-fn soon() -> Deadline {
-    Deadline::after(Some(Duration::from_secs(10)))
+    fake_door::device_spec(slots, vec![4, 6])
 }
 
 fn frame(seq: u64) -> Vec<u8> {

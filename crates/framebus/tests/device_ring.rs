@@ -5,34 +5,25 @@
 //! event published before its first record would fail here.
 //!
 //! The door is chosen once per process from FRAMEBUS_CUDA, set before the first use; the fake's
-//! counts are per process, so every test holds SERIAL.
+//! counts are per process, so every test holds the lock of `fake_door::serial`.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use framebus::gpu::fake::{fake_counts, fake_read};
-use framebus::ring::{DeviceAccess, DeviceSpec, Source};
+use framebus::ring::{DeviceAccess, Source};
 use framebus::{CreateOptions, Deadline, Error, FrameInfo, ReaderMode, Stream, StreamSpec};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-static FAKE: Once = Once::new();
-
-fn serial() -> MutexGuard<'static, ()> {
-    FAKE.call_once(|| std::env::set_var("FRAMEBUS_CUDA", "fake"));
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+mod fake_door;
+use fake_door::{serial, soon};
 
 fn name(tag: &str) -> String {
-    format!("t-devring-{}-{tag}", std::process::id())
+    fake_door::name("devring", tag)
 }
 
 fn spec(slots: u32) -> StreamSpec {
-    StreamSpec { slots, device: Some(DeviceSpec { ordinal: 0, cpu_mirror: false }), ..StreamSpec::new("|u1", 1, vec![4, 4]) }
-}
-
-fn soon() -> Deadline {
-    Deadline::after(Some(Duration::from_secs(10)))
+    fake_door::device_spec(slots, vec![4, 4])
 }
 
 fn write(s: &Stream, value: u8) -> u64 {
