@@ -10,14 +10,14 @@ pair, so the video crosses a real link with its own network stack):
     framebus bridge subscribe ... DEC --engine zenoh                  (far side: decoded stream)
     framebus ros2 publish DEC --topic /w12/image                      (far side)
     ROS 2 node: framebus ros2 subscribe into ROSIN, or the hiroz peer (far side)
-    framebus record DEC out.mp4                                       (far side)
+    framebus record DEC.h264 out.mp4   (far side: the subscriber's H.264 packets, remuxed, not re-encoded)
 
 The source stamp (the frame's timestamp_ns, ns since the Unix epoch) rides every hop: as
 timestamp_ns, frame_id and metadata through framebus's stages and the bridge, as header.stamp
 through ROS 2. Stage times are taken on the same host clock (``time.time_ns()``): the inference
 stage's write time (in the frame's metadata), this process's reader on DEC, the ROS node's
 receipt (this process's reader on ROSIN, or the hiroz peer's printed receipt time). The
-recorder's latency is its lag behind DEC as ``framebus top --json`` reports it.
+recorder's latency is its lag behind DEC.h264 as ``framebus top --json`` reports it.
 
 Frames lost are counted from the source's numbers and stamps; frames counted as lost are what
 framebus's own counters say (the inference reader's missed, each bridge's and ROS node's
@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import netns
 from .chain_stages import gpu_available, inference, source
+from .video import _number
 from .harness import Context, get, mp_context, start, stop, summarize
 from .records import Column, Metric, Row, SuiteResult
 
@@ -192,14 +193,16 @@ def _ls_json() -> List[Dict[str, Any]]:
     return json.loads(out.stdout) if out.returncode == 0 else []
 
 
-def _file_frames(path: str) -> int:
+def _file_numbers(path: str) -> List[int]:
+    """The source numbers stamped in the pictures of the recorded file, in file order (empty
+    when there is no readable file)."""
     import av
 
     try:
         with av.open(path) as c:
-            return sum(1 for _ in c.decode(video=0))
+            return [_number(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
     except (OSError, av.error.FFmpegError):  # type: ignore[attr-defined]
-        return 0
+        return []
 
 
 def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float, ros_node: str = "") -> Dict[str, Any]:
@@ -209,6 +212,7 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
     hiroz = find_hiroz(ros_node)
     gpu = gpu_available()
     names = {k: ctx.name(f"w12-{k}") for k in ("src", "inf", "dec", "rosin")}
+    names["pkt"] = names["dec"] + ".h264"  # the subscriber's packet stream, which its decoder reads
     mpc = mp_context()
     go, halt_src, halt_inf = mpc.Event(), mpc.Event(), mpc.Event()
     qs, qi = mpc.Queue(), mpc.Queue()
@@ -252,7 +256,10 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
                 stages["ros node"] = _Proc("ros_node", far + _cli(
                     "ros2", "subscribe", TOPIC, "--stream", names["rosin"], "--no-scouting", "--quiet"), logdir)
                 rosin = _Probe(names["rosin"], "stamp", halt)
-            stages["record"] = _Proc("record", far + _cli("record", names["dec"], video, "--preset", "ultrafast", "--wait", "90", "--quiet"), logdir)
+            # The recording keeps the H.264 packets as they came: the subscriber's own packet
+            # stream (DEC.h264, the one its decoder reads), remuxed into the file; no second
+            # encoder competes for the CPU.
+            stages["record"] = _Proc("record", far + _cli("record", names["pkt"], video, "--wait", "90", "--quiet"), logdir)
             dec = _Probe(names["dec"], "id", halt)
             inf = _Probe(names["inf"], "id", halt)
             dec.start()
@@ -297,24 +304,41 @@ def run_chain(ctx: Context, shape: Tuple[int, int], warm: float, measure: float,
         ros_seen.update({k: v[0] for k, v in rosin.seen.items()})
     dec.join(5)
     inf.join(5)
-    recorded = int(m.group(1)) if (m := re.search(r"recorded (\d+) frames", texts.get("record", ""))) else 0
-    in_file = _file_frames(video)
+    recorded = int(m.group(1)) if (m := re.search(r"recorded (\d+) (?:frames|packets)", texts.get("record", ""))) else 0
+    in_file = _file_numbers(video)
     shutil.rmtree(logdir, ignore_errors=True)
     res = _results(names, inf, dec, rosin, ros_seen, w0, w1, tops, listing, texts, src_report, inf_report, recorded, in_file, hiroz, gpu)
     res["cpu_percent"] = cpu
     return res
 
 
-def _cpu(pids: Dict[str, int]) -> Dict[str, float]:
-    """CPU seconds (user + system, all threads) used so far by each live process."""
-    out = {}
-    for k, pid in pids.items():
+def _descendants(pid: int) -> List[int]:
+    """``pid`` and every process it started (e.g. the recorder's FFmpeg), from /proc."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[k] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
             pass
+    return out
+
+
+def _cpu(pids: Dict[str, int]) -> Dict[str, float]:
+    """CPU seconds (user + system, all threads) used so far by each live process and the
+    processes it started (a stage's FFmpeg counts as the stage's)."""
+    out: Dict[str, float] = {}
+    for k, pid in pids.items():
+        for p in _descendants(pid) if k != "probes" else [pid]:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                out[k] = out.get(k, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError, ValueError):
+                pass
     return out
 
 
@@ -341,7 +365,7 @@ def _drain(q: Any) -> Dict[str, Any]:
 
 def _results(
     names: Dict[str, str], inf_probe: _Probe, dec: _Probe, rosin: Optional[_Probe], ros_seen: Dict[int, int], w0: int, w1: int, tops: List[Dict[str, Any]],
-    listing: List[Dict[str, Any]], texts: Dict[str, str], src: Dict[str, Any], inf: Dict[str, Any], recorded: int, in_file: int,
+    listing: List[Dict[str, Any]], texts: Dict[str, str], src: Dict[str, Any], inf: Dict[str, Any], recorded: int, in_file: List[int],
     hiroz: Optional[str], gpu: bool,
 ) -> Dict[str, Any]:
     lat: Dict[str, List[float]] = {"src_inf": [], "inf_dec": [], "dec_ros": [], "glass": []}
@@ -399,9 +423,9 @@ def _results(
     record_lag: List[float] = []
     for doc in tops[:-1]:  # the samples inside the window
         for st in doc.get("streams", []):
-            if st.get("name") == names["dec"]:
+            if st.get("name") == names["pkt"]:
                 record_lag += [float(r["lag_ms"]) for r in st.get("readers", []) if r.get("role") == "record" and r.get("lag_ms") is not None]
-    record_missed = handles.get("dec/record", 0)
+    record_missed = handles.get("pkt/record", 0)
     shown = _shown(names, tops[0] if tops else {}, listing)
     if hiroz:  # the hiroz node is a ROS 2 process, not a framebus stream: nothing of it to show
         shown.pop("ros node stream", None)
@@ -410,8 +434,9 @@ def _results(
     return {
         "lat": lat, "written": written, "expected": len(wanted), "in_flight_at_stop": max(0, written - 1 - k1), "at_ros": reached, "lost": lost, "counted": counted,
         "uncounted": {k: max(0, lost[k] - counted[k]) for k in lost}, "counters": counters, "frames": {"inference": inf.get("frames", 0), "publish": pub_frames,
-        "subscribe": sub_frames, "ros2 publish": rpub_frames, "ros node": node_frames, "recorded": recorded, "in file": in_file},
-        "record": {"lag_ms": record_lag, "missed": record_missed, "decoded": sub_frames, "recorded": recorded, "in_file": in_file},
+        "subscribe": sub_frames, "ros2 publish": rpub_frames, "ros node": node_frames, "recorded": recorded, "in file": len(in_file)},
+        "record": {"lag_ms": record_lag, "missed": record_missed, "received": sub_frames, "recorded": recorded, "in_file": len(in_file),
+                   "lost_in_window": len(at_dec - set(in_file)), "in_file_in_window": len(wanted & set(in_file))},
         "probe_missed": {"inf": inf_probe.missed, "dec": dec.missed, "rosin": rosin.missed if rosin is not None else 0}, "shown": shown,
         "ros_node": f"hiroz ({hiroz})" if hiroz else "framebus ros2 subscribe", "inference": "torch on cuda:0 (device stream)" if gpu else "NumPy (host stream)",
         "missing": {"inference -> decoded": sorted(at_inf - at_dec)[:60], "decoded -> ROS node": sorted(at_dec - at_ros)[:60]},
@@ -444,7 +469,7 @@ def _shown(names: Dict[str, str], top: Dict[str, Any], listing: List[Dict[str, A
         "decoded stream": names["dec"] in streams,
         "bridge subscribe": bool(bridges.get(names["dec"])),
         "ros2 publish": any("ros2" in b or "rmw" in b or "/w12" in b for b in [bridges.get(names["dec"], "")]),
-        "recorder": any(r.get("role") == "record" or "record" in str(r.get("label", "")) for r in readers.get(names["dec"], [])),
+        "recorder": any(r.get("role") == "record" or "record" in str(r.get("label", "")) for r in readers.get(names["pkt"], [])),
         "ros node stream": names["rosin"] in streams,
     }
 
@@ -497,8 +522,8 @@ def run(ctx: Context) -> SuiteResult:
         _row(case, "source -> inference (written to INF)", lat["src_inf"], {"frames": fr["inference"], **hop("source -> inference"), **common}),
         _row(case, "inference -> decoded stream, far side (H.264, Zenoh, veth)", lat["inf_dec"], {"frames": fr["subscribe"], **hop("inference -> decoded")}),
         _row(case, f"decoded -> ROS node receipt ({res['ros_node']})", lat["dec_ros"], {"frames": fr["ros node"], **hop("decoded -> ROS node")}),
-        _row(case, "record (recorder's lag behind the decoded stream, framebus top)", rec["lag_ms"], {
-            "frames": rec["recorded"], "lost": max(0, rec["decoded"] - rec["recorded"]), "counted": rec["missed"]}),
+        _row(case, "record (H.264 packets remuxed; recorder's lag behind them, framebus top)", rec["lag_ms"], {
+            "frames": rec["recorded"], "lost": rec["lost_in_window"], "counted": rec["missed"]}),
         _row(case, "glass to glass: source stamp -> ROS node receipt", lat["glass"], {"frames": res["at_ros"], **hop("end to end"), **common}),
     ]
     suite.rows[-1].extra["details"] = res
