@@ -399,6 +399,7 @@ def test_router_restart_during_h264_both_sides_resume(name, mode):
                 if mode == "peer":
                     during = read_pictures(out, 10)
                 else:
+                    forced = pub.encoder.forced_keyframes
                     wait(lambda: "waiting for a Zenoh router" in pub.stats.state, f"the publisher never noticed: {pub.stats}")
                     frames = sub.stats.frames
                     wait(lambda: pub.stats.dropped >= 5, f"no pictures counted while unsent: {pub.stats}")
@@ -411,6 +412,7 @@ def test_router_restart_during_h264_both_sides_resume(name, mode):
             assert pub.error is None and sub.error is None
             if mode == "client":
                 assert pub.stats.dropped > 0
+                assert pub.encoder.forced_keyframes > forced  # what came after the gap started at one
         finally:
             sub.stop()
             pub.stop()
