@@ -419,6 +419,29 @@ def test_router_restart_during_h264_both_sides_resume(name, mode):
             router.stop(signal.SIGKILL)
 
 
+def test_an_image_publisher_counts_the_frames_it_could_not_send(name):
+    """The same count for a raw Image topic: once its only subscriber (linked directly, no
+    router) is gone, each frame the publisher takes and cannot send is counted as dropped."""
+    port = free_port()
+    with framebus.create(name, shape=(8, 8), dtype=np.uint8, auto_unlink=True) as src:
+        pub = ros2.publish(name, "/life/image", listen=[f"tcp/127.0.0.1:{port}"], scouting=False, status=False)
+        sub = ros2.subscribe("/life/image", name + "-dst", connect=[f"tcp/127.0.0.1:{port}"], scouting=False, status=False)
+        try:
+            wait(lambda: pub.matched, "the subscription never matched")
+            for k in range(3):
+                src.write(np.full((8, 8), k, np.uint8))
+                wait(lambda: sub.stats.frames == k + 1, f"frame {k} did not arrive")
+            sub.stop()
+            wait(lambda: "waiting for" in pub.stats.state, f"the publisher never noticed: {pub.stats}")
+            for k in range(3, 7):
+                src.write(np.full((8, 8), k, np.uint8))  # frame k has sequence number k + 1
+                wait(lambda: pub.stats.last_seq == k + 1, f"frame {k} was not taken: {pub.stats}")
+            assert (pub.stats.frames, pub.stats.dropped) == (3, 4)
+        finally:
+            sub.stop()
+            pub.stop()
+
+
 # -- what Foxglove and Lichtblick need to play it live ---------------------------------------------
 def test_the_stream_decodes_in_order_one_picture_per_message(name):
     """Each message is one access unit in Annex B, the first a keyframe carrying SPS and PPS
