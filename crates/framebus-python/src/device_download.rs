@@ -110,6 +110,7 @@ impl PyDeviceDownload {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let deadline = deadline(py, timeout)?;
         let base = self.base(py);
+        base.device_handle(py)?; // a forked child's copy is refused before it takes a reader entry
         let ring = base.handle(py)?;
         self.read(py, out, |dl| {
             let cell = Mutex::new(dl);

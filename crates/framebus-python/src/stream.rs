@@ -123,7 +123,12 @@ impl PyStream {
     }
 
     /// The core handle of a device stream (DeviceStream's methods).
+    /// A copy inherited through fork() is refused (DeviceUnavailableError) before it takes a
+    /// reader entry in the child or pins anything: its GPU side is the parent's.
     pub(crate) fn device_handle(&self, py: Python<'_>) -> PyResult<framebus::DeviceStream> {
+        if let Some(Handle::Device(d)) = &*self.inner.read().unwrap_or_else(|p| p.into_inner()) {
+            d.ring().device_slots().map_err(CoreError)?;
+        }
         match self.with_handle(py, |h| match h {
             Handle::Device(d) => Some(d.clone()),
             Handle::Host(_) => None,

@@ -56,7 +56,8 @@ def publish(
     ``domain``; returns the running :class:`ImagePublisher`.
 
     The newest frame wins (a frame written while the previous one is being sent is skipped,
-    counted in ``stats.dropped``). Each frame is copied once, into the message. The header's
+    counted in ``stats.dropped``, as is one made while the session reaches no router or peer
+    after frames went out). Each frame is copied once, into the message. The header's
     stamp is the frame's ``timestamp_ns``, its ``frame_id`` is ``frame_id``. ``bgr``: 3 and 4
     channel uint8/uint16 frames are announced as bgr8/bgra8 (bgr16/bgra16) instead of RGB.
     ``connect`` / ``listen`` (Zenoh endpoints), ``scouting``, ``zenoh_mode`` and

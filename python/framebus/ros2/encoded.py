@@ -121,8 +121,10 @@ class VideoPublisher(ImagePublisher):
                 continue  # an encoder run's flush marker
             if not reach.now() and not self.matched:  # nobody to send to: the next one sent is a keyframe
                 self._gate.left(_TOPIC)
+                self._unsent()
                 continue
             if not self._gate.admit(_TOPIC, h):
+                self._unsent()
                 continue
             msg = pack_video(self._sets.complete(data, h.key), ts, self.frame_id, fmt)
             self.sequence += 1

@@ -187,6 +187,13 @@ class ImagePublisher(_RosEnd):
     def _peer_count(self) -> int:
         return int(self.matched)
 
+    def _unsent(self) -> None:
+        """A frame not sent: the session reaches no router or peer (or, for video, the topic
+        waits for a keyframe after that). Once frames went out, the subscriptions miss it:
+        counted in ``dropped`` (the gap while a router restarts or a subscriber is away)."""
+        if self.frames:
+            self.dropped += 1
+
     def _handle(self) -> Any:
         return self._src
 
@@ -223,6 +230,7 @@ class ImagePublisher(_RosEnd):
             if not reach.now() and not self.matched:  # the message would go nowhere: not sent
                 self.last_seq = frame.seq
                 frame.release()
+                self._unsent()
                 continue
             try:
                 arr = frame.array
@@ -277,6 +285,7 @@ class ImageSubscriber(_RosEnd):
         #: The decoder of a CompressedVideo topic (made at its first message).
         self.video: Any = None
         self._last_ros_seq: dict = {}
+        self._last_gid: Optional[bytes] = None
         qos = Qos("best_effort" if best_effort else "reliable", durability, depth)
         super().__init__(stream, topic, domain, link, node, namespace, qos, status)
 
@@ -316,22 +325,25 @@ class ImageSubscriber(_RosEnd):
                 sample = newer
             self._accept(sample)
 
-    def _sequence(self, sample: Any) -> Tuple[Optional[int], bool]:
-        """The publisher's sequence number of a sample (None without a valid attachment), and
-        whether samples of that publisher were missed before it (counted in ``dropped``)."""
+    def _sequence(self, sample: Any) -> Tuple[Optional[int], bool, bool]:
+        """The publisher's sequence number of a sample (None without a valid attachment),
+        whether samples of that publisher were missed before it (counted in ``dropped``), and
+        whether the sample before it came from another publisher (a video decoder then waits
+        for this one's keyframe: its pictures refer to its own run's, not the other's)."""
         if sample.attachment is None:
-            return None, False
+            return None, False, False
         try:
             seq, _, gid = rmw.unpack_attachment(sample.attachment.to_bytes())
         except ValueError:
-            return None, False
+            return None, False, False
         last = self._last_ros_seq.get(gid)
         gap = last is not None and seq > last + 1
         if last is not None and gap:
             self.dropped += seq - last - 1
         self._last_ros_seq[gid] = seq
         self.publishers.add(gid)
-        return seq, gap
+        other, self._last_gid = self._last_gid is not None and gid != self._last_gid, gid
+        return seq, gap, other
 
     def _accept(self, sample: Any, write: bool = True) -> None:
         """Reads one sample and (``write``) writes its image; else (an older one of several
@@ -344,7 +356,7 @@ class ImageSubscriber(_RosEnd):
             return
         if kind != self.ros_type and not self.frames:  # the first messages tell the topic's type
             self._retype(kind)
-        seq, gap = self._sequence(sample)
+        seq, gap, other = self._sequence(sample)
         if not write and kind != VIDEO:
             self.dropped += 1
             return
@@ -355,7 +367,7 @@ class ImageSubscriber(_RosEnd):
 
                 self.video = VideoDecoder()
             skipped = self.video.skipped
-            img: Any = self.video.decode(data, gap)
+            img: Any = self.video.decode(data, gap or other)
             self.dropped += self.video.skipped - skipped
             if img is None or not write:
                 self.dropped += img is not None

@@ -122,8 +122,9 @@ class ParameterSets:
 class VideoDecoder:
     """Decodes one subscription's CompressedVideo messages into (H, W, 3) rgb8 pictures, from
     the first keyframe on, one decoder per subscription. A message that is not a keyframe while
-    none came yet, one after a gap (``gap``: the publisher's sequence numbers skipped some), and
-    one that does not decode, are skipped (counted in ``skipped``); the decoder then waits for
+    none came yet, one after a gap (``gap``: the publisher's sequence numbers skipped some, or
+    the message before came from another publisher: another encoder run), and one that does
+    not decode, are skipped (counted in ``skipped``); the decoder then waits for
     the next keyframe. ImportError (naming the extra) without PyAV."""
 
     def __init__(self) -> None:

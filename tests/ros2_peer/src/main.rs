@@ -6,6 +6,10 @@
 //! ros2-peer router --listen EP
 //! ros2-peer sub --connect EP --topic T [--count N] [--timeout S] [--data-dir DIR] [QOS]
 //!               (each image's line has recv_ns: the wall clock, Unix ns, when it arrived)
+//! ros2-peer sub-video --connect EP --topic T [--count N] [--timeout S] [--data-dir DIR] [QOS]
+//!               (foxglove_msgs/msg/CompressedVideo: per message its stamp, frame_id, format, length,
+//!               whether it starts with an Annex B start code, its first NAL unit types and recv_ns;
+//!               with --data-dir each message's data goes to DIR/N.h264)
 //! ros2-peer pub --connect EP --topic T [--encoding E] [--width W] [--height H] [--count N] [--rate HZ]
 //!               [--frame-id F] [--stamp-sec S] [--wait-subs N] [QOS]
 //! ros2-peer graph --connect EP [--interval S] [--count N]
@@ -33,6 +37,34 @@ use zenoh_buffers::buffer::SplitBuffer;
 
 type Res<T> = Result<T, String>;
 
+/// foxglove_msgs/msg/CompressedVideo, defined here as hiroz lets a program define a message
+/// type of its own: its fields (serde, CDR), its DDS type name and its RIHS01 hash (the value
+/// framebus puts in the topic's key, computed from the same definition).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct CompressedVideo {
+    timestamp: Time,
+    frame_id: String,
+    data: Vec<u8>,
+    format: String,
+}
+
+impl hiroz::msg::ZMessage for CompressedVideo {
+    type Serdes = hiroz::msg::SerdeCdrSerdes<CompressedVideo>;
+}
+
+impl hiroz::MessageTypeInfo for CompressedVideo {
+    fn type_name() -> &'static str {
+        "foxglove_msgs::msg::dds_::CompressedVideo_"
+    }
+
+    fn type_hash() -> hiroz::TypeHash {
+        hiroz::TypeHash::from_rihs_string("RIHS01_32039eafc3770e589c86c4dabff9c392ce9955ebffd43f5f60763011d43d8d1d")
+            .expect("a valid RIHS01 hash")
+    }
+}
+
+impl hiroz::WithTypeInfo for CompressedVideo {}
+
 struct Args {
     mode: String,
     opts: HashMap<String, String>,
@@ -41,7 +73,7 @@ struct Args {
 impl Args {
     fn parse() -> Res<Self> {
         let mut it = std::env::args().skip(1);
-        let mode = it.next().ok_or("usage: ros2-peer router|sub|pub|graph [--option value ...]")?;
+        let mode = it.next().ok_or("usage: ros2-peer router|sub|sub-video|pub|graph [--option value ...]")?;
         let mut opts = HashMap::new();
         while let Some(flag) = it.next() {
             let name = flag.strip_prefix("--").ok_or_else(|| format!("expected --option, got {flag:?}"))?;
@@ -247,6 +279,59 @@ fn subscriber(args: &Args) -> Res<()> {
     Ok(())
 }
 
+/// Whether `data` starts with an Annex B start code, and the types of its first `max` NAL units.
+fn annex_b(data: &[u8], max: usize) -> (bool, Vec<u8>) {
+    let starts = data.starts_with(&[0, 0, 1]) || data.starts_with(&[0, 0, 0, 1]);
+    let mut types = Vec::new();
+    let mut i = 0;
+    while i + 3 < data.len() && types.len() < max {
+        if data[i] == 0 && data[i + 1] == 0 && data[i + 2] == 1 {
+            types.push(data[i + 3] & 0x1f);
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    (starts, types)
+}
+
+fn video_subscriber(args: &Args) -> Res<()> {
+    let ctx = context(args)?;
+    let topic = args.need("topic")?;
+    let node = ctx.create_node(args.get("node").unwrap_or("hiroz_video_sub")).without_parameters().build().map_err(|e| e.to_string())?;
+    let sub = node.create_sub::<CompressedVideo>(topic).with_qos(qos(args)?).build().map_err(|e| e.to_string())?;
+    let count = args.num("count", u64::MAX)?;
+    let deadline = Instant::now() + Duration::from_secs_f64(args.num("timeout", 60.0f64)?);
+    let data_dir = args.get("data-dir").map(std::path::PathBuf::from);
+    emit(&format!("{{\"ready\":true,\"topic\":{}}}", json_str(&sub.entity().topic)));
+    let mut received = 0u64;
+    while received < count && Instant::now() < deadline {
+        let msg = match sub.recv_timeout(Duration::from_millis(100)) {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        let recv_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        if let Some(dir) = &data_dir {
+            std::fs::write(dir.join(format!("{received}.h264")), &msg.data)
+                .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
+        }
+        let (starts, types) = annex_b(&msg.data, 8);
+        let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+        emit(&format!(
+            "{{\"n\":{received},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"format\":{},\"len\":{},\"annex_b\":{starts},\"nal_types\":[{}],\"recv_ns\":{recv_ns}}}",
+            msg.timestamp.sec,
+            msg.timestamp.nanosec,
+            json_str(&msg.frame_id),
+            json_str(&msg.format),
+            msg.data.len(),
+            types.join(","),
+        ));
+        received += 1;
+    }
+    emit(&format!("{{\"done\":true,\"received\":{received}}}"));
+    Ok(())
+}
+
 /// "pkg::msg::dds_::Name_" -> "pkg/msg/Name" (the form `ros2 topic list -t` prints).
 fn ros_type(name: &str) -> String {
     match name.split_once("::dds_::") {
@@ -282,10 +367,11 @@ fn main() {
     let result = Args::parse().and_then(|args| match args.mode.as_str() {
         "router" => router(&args),
         "sub" => subscriber(&args),
+        "sub-video" => video_subscriber(&args),
         "pub" => publisher(&args),
         "graph" => graph(&args),
         "router-config" => router_config(),
-        other => Err(format!("unknown mode {other:?}: router, sub, pub or graph")),
+        other => Err(format!("unknown mode {other:?}: router, sub, sub-video, pub or graph")),
     });
     if let Err(e) = result {
         eprintln!("ros2-peer: {e}");

@@ -26,7 +26,7 @@ use super::writer::{FrameInfo, WriteGuard};
 use crate::error::{Error, Result};
 use crate::gpu::door::{Door, DoorError, IpcHandle};
 use crate::gpu::registry::{self, EventRef, Memory};
-use crate::process::ProcessId;
+use crate::process::{fork_generation, ProcessId};
 use crate::sync::atomic::Ordering;
 use crate::sync::deadline::Deadline;
 
@@ -65,6 +65,10 @@ pub struct DeviceSlots {
     release: Mutex<Option<Arc<EventRef>>>,
     /// Other handles' release events this handle opened: (entry, version, event).
     releases_seen: Mutex<Vec<(u32, u64, Arc<EventRef>)>>,
+    /// `fork_generation()` and pid of the process that made or opened these (a forked child's
+    /// copy reaches nothing through them: a CUDA context does not survive fork()).
+    generation: u64,
+    opener: u32,
 }
 
 fn door_error<'a>(stream: &'a Stream, op: &'static str) -> impl Fn(DoorError) -> Error + 'a {
@@ -150,6 +154,8 @@ impl DeviceSlots {
             owner,
             release: Mutex::new(None),
             releases_seen: Mutex::new(Vec::new()),
+            generation: fork_generation(),
+            opener: ProcessId::current().pid,
         })
     }
 
@@ -211,6 +217,8 @@ impl DeviceSlots {
             owner,
             release: Mutex::new(None),
             releases_seen: Mutex::new(Vec::new()),
+            generation: fork_generation(),
+            opener: ProcessId::current().pid,
         })
     }
 
@@ -266,15 +274,28 @@ impl Stream {
         self.device.as_ref().map(|d| d.device)
     }
 
-    /// A device stream's device slots, or the error for a device operation on anything else.
+    /// A device stream's device slots, or the error for a device operation on anything else:
+    /// WrongMemory for a host stream or a handle on the CPU mirror, DeviceUnavailable for a
+    /// handle inherited through fork() (its GPU memory, events and CUDA context are the
+    /// parent's; refused before anything is pinned or copied).
     pub fn device_slots(&self) -> Result<&DeviceSlots> {
-        self.device.as_ref().ok_or_else(|| Error::WrongMemory {
+        let dev = self.device.as_ref().ok_or_else(|| Error::WrongMemory {
             name: self.name.clone(),
             what: match self.spec.device {
                 Some(_) => "this handle reads the stream's CPU mirror only (it was opened without the GPU): open it on a machine with the GPU for device frames".into(),
                 None => "it is a host stream: its frames are NumPy arrays in shared memory; create it with device=\"cuda:0\" for frames in GPU memory".into(),
             },
-        })
+        })?;
+        if dev.generation != fork_generation() {
+            return Err(unavailable(
+                &self.name,
+                format!(
+                    "this handle reaches its frames through the GPU of the process that opened it (pid {}), and this is a child forked from it: a CUDA context does not survive fork(); open the stream in a process started with spawn (multiprocessing's \"spawn\"), or read its CPU mirror (a stream created with cpu_mirror=True)",
+                    dev.opener
+                ),
+            ));
+        }
+        Ok(dev)
     }
 
     /// Start of the device section in the mapping.

@@ -71,15 +71,18 @@ impl DeviceDownload {
     }
 
     /// Downloads the newest frame without waiting. As the device reader's `read`: Empty before
-    /// the first frame, DeviceUnavailable when the stream's owner has exited.
+    /// the first frame, DeviceUnavailable when the stream's owner has exited or in a child
+    /// forked after the downloader was made.
     pub fn latest(&mut self) -> Result<Downloaded> {
+        self.ring().device_slots()?; // a forked child's copy is refused before anything is pinned
         let pinned = self.ring().pin_latest()?;
         self.download(pinned)
     }
 
     /// Waits for the next frame this handle has not seen (as `wait_pinned`: Timeout, Ended,
-    /// DeviceUnavailable when the owner has exited) and downloads it.
+    /// DeviceUnavailable when the owner has exited or in a forked child) and downloads it.
     pub fn next(&mut self, deadline: Deadline, check: &mut dyn FnMut() -> bool) -> Result<Downloaded> {
+        self.ring().device_slots()?; // a forked child's copy is refused before anything is consumed
         let pinned = self.ring().wait_pinned(deadline, check)?;
         self.download(pinned)
     }
