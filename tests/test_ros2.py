@@ -484,3 +484,43 @@ def test_qos_incompatibility_rules():
     assert Qos.from_token(Qos("best_effort", "transient_local", 3).token()) == Qos("best_effort", "transient_local", 3)
     with pytest.raises(ValueError, match="durability"):
         Qos(durability="persistent")
+
+
+def test_a_subscriber_counts_the_publishers_the_topic_has_now(name):
+    """A publisher that stopped and one started in its place (another GID) count as one: the
+    subscriber's peers are the topic's publishers now (their liveliness tokens), not every
+    publisher it ever heard from."""
+    port = free_port()
+    shape = (6, 8, 3)
+    dst = name + "-dst"
+
+    def until(cond, what):
+        deadline = time.monotonic() + BOUND
+        while not cond():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.02)
+
+    with framebus.create(name, shape=shape, dtype=np.uint8, auto_unlink=True) as src:
+        sub = ros2.subscribe("/peers", dst, listen=[f"tcp/127.0.0.1:{port}"], scouting=False)
+        try:
+            gids = []
+            for run in range(2):
+                pub = ros2.publish(name, "/peers", connect=[f"tcp/127.0.0.1:{port}"], scouting=False)
+                try:
+                    gids.append(pub.gid)
+                    i = 0
+
+                    def heard() -> bool:
+                        nonlocal i
+                        src.write(frame(shape, i))
+                        i += 1
+                        return pub.gid in sub.publishers
+
+                    until(heard, f"run {run}: no image from the publisher arrived")
+                    until(lambda: sub.stats.peers == 1, f"run {run}: peers {sub.stats.peers}, publishers heard {len(sub.publishers)}")
+                finally:
+                    pub.stop()
+                until(lambda: sub.stats.peers == 0, f"run {run}: the stopped publisher still counted ({sub.stats.peers})")
+            assert len(set(gids)) == 2 and len(sub.publishers) == 2  # both were heard from
+        finally:
+            sub.stop()

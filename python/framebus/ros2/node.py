@@ -290,7 +290,11 @@ class ImageSubscriber(_RosEnd):
         super().__init__(stream, topic, domain, link, node, namespace, qos, status)
 
     def _peer_count(self) -> int:
-        return len(self.publishers)
+        """The topic's publishers now, by their liveliness tokens (one that stopped or was
+        restarted counts once); the publishers heard from, for publishers without tokens."""
+        watch = self._qos_watch
+        live = watch.count() if watch is not None else None
+        return live if live is not None else len(self.publishers)
 
     def _handle(self) -> Any:
         return self._dst

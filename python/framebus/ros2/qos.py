@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Set
 
 from ..errors import InvalidArgumentError
 from . import rmw
@@ -118,6 +118,10 @@ class QosWatch:
         self.topic, self.qos, self.own_kind = topic, qos, own_kind
         self._lock = threading.Lock()
         self.refused: Dict[str, str] = {}  # token key -> "<node>: <why>"
+        #: The other side's entities on the topic now (their token keys), and whether any was
+        #: ever seen (a publisher that declares no token, e.g. plain Zenoh, is not counted here).
+        self.others: Set[str] = set()
+        self.seen_others = False
         self._sub = session.liveliness().declare_subscriber(f"{rmw.ADMIN_SPACE}/{domain}/**", self._on_token, history=True)
 
     def _on_token(self, sample: Any) -> None:
@@ -128,11 +132,16 @@ class QosWatch:
             tok = rmw.parse_token(key)
         except ValueError:
             return  # a node token, or not rmw_zenoh's
-        if tok.topic != self.topic or tok.kind == self.own_kind or tok.kind not in ("MP", "MS") or tok.qos is None:
+        if tok.topic != self.topic or tok.kind == self.own_kind or tok.kind not in ("MP", "MS"):
             return
         with self._lock:
             if sample.kind == zenoh.SampleKind.DELETE:
                 self.refused.pop(key, None)
+                self.others.discard(key)
+                return
+            self.others.add(key)
+            self.seen_others = True
+            if tok.qos is None:
                 return
             try:
                 theirs = Qos.from_token(tok.qos)
@@ -141,6 +150,12 @@ class QosWatch:
             why = incompatibility(theirs, self.qos) if self.own_kind == "MS" else incompatibility(self.qos, theirs)
             if why is not None:
                 self.refused[key] = f"{tok.namespace.rstrip('/')}/{tok.node}: {why}"
+
+    def count(self) -> Optional[int]:
+        """How many entities of the other side the topic has now (by their liveliness
+        tokens), or None while none ever announced itself."""
+        with self._lock:
+            return len(self.others) if self.seen_others else None
 
     def note(self) -> str:
         """Empty when every end on the topic matches; else "incompatible QoS with ..." naming
