@@ -122,6 +122,8 @@ def subscribe(
     those of :func:`publish` (a transient local subscription first gets the images the
     publishers kept); a publisher that ROS 2 would refuse to match with this subscription
     (best effort, or volatile, when it requests more) is named in ``stats.state``.
+    ``stats.peers`` is how many publishers the topic has now, by their liveliness tokens (a
+    restarted publisher counts once).
     """
     sub = ImageSubscriber(
         topic, stream_name, domain=domain, link=_link(connect, listen, scouting, zenoh_config, zenoh_mode), slots=slots,
