@@ -177,6 +177,27 @@ def test_demo_stopped_by_a_signal_exits_with_its_status_and_removes_its_stream(s
     assert not os.path.exists(segment_path(f"demo-{p.pid}"))
 
 
+def test_demo_stopped_by_two_quick_signals_still_cleans_up():
+    """A second Ctrl-C right after the first (or a terminal signalling the whole process group
+    after `timeout -s INT`) does not cut the demo's clean-up short: a signal never raises in
+    the demo, it only asks the loops to stop, so the stream is removed and the status is 130."""
+    p = start("demo", "--seconds", "600", "--width", "64", "--height", "48", env={**os.environ, "COLUMNS": "200"})
+    end = time.monotonic() + BOUND
+    while not (catches_sigterm(p.pid) and os.path.exists(segment_path(f"demo-{p.pid}"))):
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < end, "the demo did not get ready"
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=BOUND)
+    finally:
+        p.kill()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert not os.path.exists(segment_path(f"demo-{p.pid}"))
+
+
 # -- a closed standard output --------------------------------------------------------------------
 
 
@@ -302,7 +323,7 @@ def test_demo_rate_counts_from_the_first_frame():
     class Args:
         seconds, mode, slots = 1.0, "lossless", 4
 
-    final = _display(Args(), stats, Done(), threading.Event(), 100, (10, 10, 3))
+    final = _display(Args(), stats, Done(), threading.Event(), 100, (10, 10, 3), threading.Event())
     assert final["fps"] == 10.0
 
 

@@ -99,10 +99,22 @@ def _consumer(name: str, mode: str, stats: Any, ready: Any, stop: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Runs the demo; exit status 0, 1 when a frame came corrupt or none came, or 130/143
+    when a signal stopped it (the stream and both processes are cleaned up either way)."""
+    import sys
+    import threading
+
     import numpy as np
 
     import framebus
 
+    from ._signals import stop_on_signals_and_clean_up, stopped_by_signal, stopped_status
+
+    # A signal sets ``halted`` and the loops stop at their next check. It is never raised as
+    # KeyboardInterrupt: raised at a random point (an import's lock callback, a finalizer) it
+    # can be swallowed, and the demo would then run on.
+    halted = threading.Event()
+    stop_on_signals_and_clean_up(halted)
     name = f"demo-{os.getpid()}"
     shape = (args.height, args.width, 3)
     frame_bytes = int(np.prod(shape))
@@ -116,13 +128,11 @@ def run(args: argparse.Namespace) -> int:
         procs = [consumer, producer]
         consumer.start()
         producer.start()
-        try:
-            summary = _display(args, stats, producer, stop, frame_bytes, shape)
-        except KeyboardInterrupt:
+        summary = _display(args, stats, producer, stop, frame_bytes, shape, halted)
+        if halted.is_set():
             stop.set()
             for p in procs:
                 p.terminate()
-            raise
     finally:
         stop_all = [p for p in procs if p.is_alive()]
         for p in stop_all:
@@ -130,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
             if p.is_alive():
                 p.kill()
         stream.unlink()
+    if stopped_by_signal():
+        status = stopped_status()
+        print("interrupted" if status == 130 else "terminated", file=sys.stderr)
+        return status
     return 0 if summary.get("corrupt", 0) == 0 and summary.get("received", 0) > 0 else 1
 
 
@@ -157,7 +171,9 @@ def micros(value: float) -> str:
     return "no frames" if value != value else f"{value:.0f} µs"
 
 
-def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, frame_bytes: int, shape: tuple) -> Dict[str, Any]:
+def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, frame_bytes: int, shape: tuple, halted: Any) -> Dict[str, Any]:
+    """Shows the consumer's figures live until the producer is done or ``halted`` is set (a
+    signal); returns the final figures."""
     import queue
 
     received = corrupt = missed = 0
@@ -217,10 +233,12 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
         # Live ends its last picture with a newline only on a terminal: to a pipe or a file
         # (and when interrupted) the line is ended here.
         with _ended_line(console), Live(Group(progress, table(snapshot())), refresh_per_second=8, console=console) as live:
-            while producer.is_alive():
+            while producer.is_alive() and not halted.is_set():
                 drain(0.25)
                 progress.update(task, completed=min(time.perf_counter() - start, args.seconds))
                 live.update(Group(progress, table(snapshot())))
+            if halted.is_set():  # stopped by a signal: the figures as they stand
+                return snapshot()
             stop.set()
             deadline = time.perf_counter() + 3
             while not drain(0.2) and time.perf_counter() < deadline:
@@ -230,10 +248,12 @@ def _display(args: argparse.Namespace, stats: Any, producer: Any, stop: Any, fra
             final = snapshot(final=True)
             live.update(Group(progress, table(final)))
     else:
-        while producer.is_alive():
+        while producer.is_alive() and not halted.is_set():
             drain(0.5)
             s = snapshot()
             print(f"{s['elapsed']:5.1f}s  {s['fps']:7.0f} frames/s  {s['gbps']:5.2f} GB/s  p50 {micros(s['p50'])}  p99 {micros(s['p99'])}")
+        if halted.is_set():
+            return snapshot()
         stop.set()
         deadline = time.perf_counter() + 3
         while not drain(0.2) and time.perf_counter() < deadline:

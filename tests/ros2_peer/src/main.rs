@@ -23,7 +23,8 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::num::NonZeroUsize;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hiroz::config::{RouterConfigBuilder, SessionConfigBuilder};
 use hiroz::context::{ZContext, ZContextBuilder};
@@ -233,33 +234,59 @@ fn publisher(args: &Args) -> Res<()> {
     Ok(())
 }
 
-fn subscriber(args: &Args) -> Res<()> {
-    let ctx = context(args)?;
-    let topic = args.need("topic")?;
-    let node = ctx.create_node(args.get("node").unwrap_or("hiroz_sub")).without_parameters().build().map_err(|e| e.to_string())?;
-    let sub = node.create_sub::<Image>(topic).with_qos(qos(args)?).build().map_err(|e| e.to_string())?;
+/// What both subscribers share: announces the subscription (`ready`), takes messages from
+/// `recv` (a receive with a timeout) until --count arrived or --timeout passed, hands each to
+/// `each` with its number, its receipt time (ns since the epoch) and --data-dir, and says how
+/// many came (`done`). An error when fewer than an asked --count arrived.
+fn take<M>(
+    args: &Args,
+    topic: &str,
+    mut recv: impl FnMut(Duration) -> Option<M>,
+    mut each: impl FnMut(&M, u64, u128, Option<&Path>) -> Res<()>,
+) -> Res<()> {
     let count = args.num("count", u64::MAX)?;
     let deadline = Instant::now() + Duration::from_secs_f64(args.num("timeout", 60.0f64)?);
-    let data_dir = args.get("data-dir").map(std::path::PathBuf::from);
-    emit(&format!("{{\"ready\":true,\"topic\":{}}}", json_str(&sub.entity().topic)));
+    let data_dir = args.get("data-dir").map(PathBuf::from);
+    emit(&format!("{{\"ready\":true,\"topic\":{}}}", json_str(topic)));
     let mut received = 0u64;
     while received < count && Instant::now() < deadline {
-        let msg = match sub.recv_timeout(Duration::from_millis(100)) {
-            Ok(m) => m,
-            Err(_) => continue,
-        };
-        let recv_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let data = msg.data.contiguous();
-        let (mut h, mut sum) = (0xcbf2_9ce4_8422_2325u64, 0u64); // FNV-1a 64 and the byte sum
-        for &b in data.iter() {
-            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-            sum += b as u64;
-        }
-        if let Some(dir) = &data_dir {
-            std::fs::write(dir.join(format!("{received}.bin")), &*data).map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
-        }
-        emit(&format!(
-            "{{\"n\":{received},\"width\":{},\"height\":{},\"encoding\":{},\"step\":{},\"is_bigendian\":{},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"len\":{},\"fnv1a64\":\"{h:016x}\",\"sum\":{sum},\"recv_ns\":{recv_ns}}}",
+        let Some(msg) = recv(Duration::from_millis(100)) else { continue };
+        let recv_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        each(&msg, received, recv_ns, data_dir.as_deref())?;
+        received += 1;
+    }
+    emit(&format!("{{\"done\":true,\"received\":{received}}}"));
+    if received < count && count != u64::MAX {
+        return Err(format!("received {received} of {count} messages before the timeout"));
+    }
+    Ok(())
+}
+
+/// Writes one message's data into --data-dir as `<n>.<ext>`.
+fn dump(dir: &Path, n: u64, ext: &str, data: &[u8]) -> Res<()> {
+    std::fs::write(dir.join(format!("{n}.{ext}")), data).map_err(|e| format!("cannot write into {}: {e}", dir.display()))
+}
+
+fn subscriber(args: &Args) -> Res<()> {
+    let ctx = context(args)?;
+    let node = ctx.create_node(args.get("node").unwrap_or("hiroz_sub")).without_parameters().build().map_err(|e| e.to_string())?;
+    let sub = node.create_sub::<Image>(args.need("topic")?).with_qos(qos(args)?).build().map_err(|e| e.to_string())?;
+    take(
+        args,
+        &sub.entity().topic,
+        |t| sub.recv_timeout(t).ok(),
+        |msg: &Image, n, recv_ns, dir| {
+            let data = msg.data.contiguous();
+            let (mut h, mut sum) = (0xcbf2_9ce4_8422_2325u64, 0u64); // FNV-1a 64 and the byte sum
+            for &b in data.iter() {
+                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                sum += b as u64;
+            }
+            if let Some(dir) = dir {
+                dump(dir, n, "bin", &data)?;
+            }
+            emit(&format!(
+            "{{\"n\":{n},\"width\":{},\"height\":{},\"encoding\":{},\"step\":{},\"is_bigendian\":{},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"len\":{},\"fnv1a64\":\"{h:016x}\",\"sum\":{sum},\"recv_ns\":{recv_ns}}}",
             msg.width,
             msg.height,
             json_str(&msg.encoding),
@@ -270,13 +297,9 @@ fn subscriber(args: &Args) -> Res<()> {
             json_str(&msg.header.frame_id),
             data.len(),
         ));
-        received += 1;
-    }
-    emit(&format!("{{\"done\":true,\"received\":{received}}}"));
-    if received < count && count != u64::MAX {
-        return Err(format!("received {received} of {count} images before the timeout"));
-    }
-    Ok(())
+            Ok(())
+        },
+    )
 }
 
 /// Whether `data` starts with an Annex B start code, and the types of its first `max` NAL units.
@@ -297,28 +320,20 @@ fn annex_b(data: &[u8], max: usize) -> (bool, Vec<u8>) {
 
 fn video_subscriber(args: &Args) -> Res<()> {
     let ctx = context(args)?;
-    let topic = args.need("topic")?;
     let node = ctx.create_node(args.get("node").unwrap_or("hiroz_video_sub")).without_parameters().build().map_err(|e| e.to_string())?;
-    let sub = node.create_sub::<CompressedVideo>(topic).with_qos(qos(args)?).build().map_err(|e| e.to_string())?;
-    let count = args.num("count", u64::MAX)?;
-    let deadline = Instant::now() + Duration::from_secs_f64(args.num("timeout", 60.0f64)?);
-    let data_dir = args.get("data-dir").map(std::path::PathBuf::from);
-    emit(&format!("{{\"ready\":true,\"topic\":{}}}", json_str(&sub.entity().topic)));
-    let mut received = 0u64;
-    while received < count && Instant::now() < deadline {
-        let msg = match sub.recv_timeout(Duration::from_millis(100)) {
-            Ok(m) => m,
-            Err(_) => continue,
-        };
-        let recv_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        if let Some(dir) = &data_dir {
-            std::fs::write(dir.join(format!("{received}.h264")), &msg.data)
-                .map_err(|e| format!("cannot write into {}: {e}", dir.display()))?;
-        }
-        let (starts, types) = annex_b(&msg.data, 8);
-        let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
-        emit(&format!(
-            "{{\"n\":{received},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"format\":{},\"len\":{},\"annex_b\":{starts},\"nal_types\":[{}],\"recv_ns\":{recv_ns}}}",
+    let sub = node.create_sub::<CompressedVideo>(args.need("topic")?).with_qos(qos(args)?).build().map_err(|e| e.to_string())?;
+    take(
+        args,
+        &sub.entity().topic,
+        |t| sub.recv_timeout(t).ok(),
+        |msg: &CompressedVideo, n, recv_ns, dir| {
+            if let Some(dir) = dir {
+                dump(dir, n, "h264", &msg.data)?;
+            }
+            let (starts, types) = annex_b(&msg.data, 8);
+            let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+            emit(&format!(
+            "{{\"n\":{n},\"stamp_sec\":{},\"stamp_nanosec\":{},\"frame_id\":{},\"format\":{},\"len\":{},\"annex_b\":{starts},\"nal_types\":[{}],\"recv_ns\":{recv_ns}}}",
             msg.timestamp.sec,
             msg.timestamp.nanosec,
             json_str(&msg.frame_id),
@@ -326,10 +341,9 @@ fn video_subscriber(args: &Args) -> Res<()> {
             msg.data.len(),
             types.join(","),
         ));
-        received += 1;
-    }
-    emit(&format!("{{\"done\":true,\"received\":{received}}}"));
-    Ok(())
+            Ok(())
+        },
+    )
 }
 
 /// "pkg::msg::dds_::Name_" -> "pkg/msg/Name" (the form `ros2 topic list -t` prints).
