@@ -12,8 +12,10 @@ test_ros2_interop.py do. Timeouts are upper bounds, never measurements.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
+from typing import Any, Iterator, List, Tuple
 
 import numpy as np
 import pytest
@@ -77,37 +79,48 @@ def publish(name: str, ep: str):
                         scouting=False, status=False)
 
 
+@contextlib.contextmanager
+def h264_topic(name: str) -> Iterator[Tuple[str, Any, List[Any]]]:
+    """A router on a port of its own and ``framebus ros2 publish --encode h264`` of stream
+    ``name`` through it: yields (the router's endpoint, the publisher, a list for the hiroz
+    subscriptions started); on leaving, the publisher has stopped without an error, every
+    subscription is closed and the router killed."""
+    port = free_port()
+    ep = f"tcp/127.0.0.1:{port}"
+    router = start_router(port)
+    subs: List[Any] = []
+    try:
+        pub = publish(name, ep)
+        try:
+            yield ep, pub, subs
+            assert pub.error is None
+        finally:
+            pub.stop()
+    finally:
+        for s in subs:
+            s.close()
+        router.stop(signal.SIGKILL)
+
+
 def test_hiroz_video_subscription_started_again_gets_a_keyframe_first(name, tmp_path):
     """A hiroz CompressedVideo subscription is started, killed (SIGKILL) and started again,
     three times; each start comes while the camera is paused (longer than the shortest time
     between two forced keyframes), which resumes once the publisher saw the subscription: the
     first message of each start is the keyframe forced for it (gop
     100000: no other comes), SPS and PPS first, and everything from it decodes."""
-    port = free_port()
-    ep = f"tcp/127.0.0.1:{port}"
-    router = start_router(port)
-    subs = []
-    with framebus.create(name, shape=SHAPE, dtype=np.uint8, auto_unlink=True) as src, Camera(src) as camera:
-        pub = publish(name, ep)
-        try:
-            for start in range(3):
-                folder = tmp_path / f"start{start}"
-                folder.mkdir()
-                camera.pause()
-                time.sleep(codec.KEY_MIN_INTERVAL)  # the last forced keyframe is that long ago: the next is not held back
-                joined = pub.joined
-                subs.append(video_sub(ep, folder))
-                wait(lambda: pub.joined > joined, "the publisher never saw the subscription")
-                camera.resume()
-                messages = [subs[-1].json(lambda d: "n" in d, what=f"message {i} of start {start}") for i in range(10)]
-                subs[-1].stop(signal.SIGKILL)
-                check_start(messages, folder)
-            assert pub.error is None
-        finally:
-            pub.stop()
-            for s in subs:
-                s.close()
-            router.stop(signal.SIGKILL)
+    with framebus.create(name, shape=SHAPE, dtype=np.uint8, auto_unlink=True) as src, Camera(src) as camera, h264_topic(name) as (ep, pub, subs):
+        for start in range(3):
+            folder = tmp_path / f"start{start}"
+            folder.mkdir()
+            camera.pause()
+            time.sleep(codec.KEY_MIN_INTERVAL)  # the last forced keyframe is that long ago: the next is not held back
+            joined = pub.joined
+            subs.append(video_sub(ep, folder))
+            wait(lambda: pub.joined > joined, "the publisher never saw the subscription")
+            camera.resume()
+            messages = [subs[-1].json(lambda d: "n" in d, what=f"message {i} of start {start}") for i in range(10)]
+            subs[-1].stop(signal.SIGKILL)
+            check_start(messages, folder)
 
 
 def test_hiroz_video_subscription_joining_a_running_stream_decodes_from_its_keyframe(name, tmp_path):
@@ -115,27 +128,15 @@ def test_hiroz_video_subscription_joining_a_running_stream_decodes_from_its_keyf
     (sent before its liveliness token reached the publisher; a player skips them), then the
     keyframe forced for it, SPS and PPS first, from which every message decodes. Three starts,
     each killed with SIGKILL."""
-    port = free_port()
-    ep = f"tcp/127.0.0.1:{port}"
-    router = start_router(port)
-    subs = []
-    with framebus.create(name, shape=SHAPE, dtype=np.uint8, auto_unlink=True) as src, Camera(src):
-        pub = publish(name, ep)
-        try:
-            for start in range(3):
-                folder = tmp_path / f"start{start}"
-                folder.mkdir()
-                subs.append(video_sub(ep, folder))
-                before = []
-                while not before or not is_keyframe(before[-1]):
-                    before.append(subs[-1].json(lambda d: "n" in d, what=f"a keyframe in start {start}"))
-                messages = before[-1:] + [subs[-1].json(lambda d: "n" in d) for _ in range(9)]
-                subs[-1].stop(signal.SIGKILL)
-                assert all(m["annex_b"] and m["nal_types"] and not is_keyframe(m) for m in before[:-1]), before
-                check_start(messages, folder)
-            assert pub.error is None
-        finally:
-            pub.stop()
-            for s in subs:
-                s.close()
-            router.stop(signal.SIGKILL)
+    with framebus.create(name, shape=SHAPE, dtype=np.uint8, auto_unlink=True) as src, Camera(src), h264_topic(name) as (ep, pub, subs):
+        for start in range(3):
+            folder = tmp_path / f"start{start}"
+            folder.mkdir()
+            subs.append(video_sub(ep, folder))
+            before = []
+            while not before or not is_keyframe(before[-1]):
+                before.append(subs[-1].json(lambda d: "n" in d, what=f"a keyframe in start {start}"))
+            messages = before[-1:] + [subs[-1].json(lambda d: "n" in d) for _ in range(9)]
+            subs[-1].stop(signal.SIGKILL)
+            assert all(m["annex_b"] and m["nal_types"] and not is_keyframe(m) for m in before[:-1]), before
+            check_start(messages, folder)
