@@ -27,6 +27,26 @@ owner_code = "; ".join([
     "print('ready', flush=True)",
     "time.sleep(600)",
 ])
+
+
+def ended_by_dead_owner(end, owner):
+    # What `end` (a bridge or ROS 2 publisher reading the owner's device stream) says once the
+    # owner was killed: what join() raised (DeviceUnavailableError's text, or None), its
+    # stats.error, whether it still runs, and the owner's pid; then it is stopped.
+    from framebus.errors import DeviceUnavailableError
+
+    owner.send_signal(signal.SIGKILL); owner.wait(); owner.stdout.close()
+    try:
+        end.join(60)
+        raised = None
+    except DeviceUnavailableError as e:
+        raised = str(e)
+    said = {"raised": raised, "stats": end.stats.error, "running": end.running, "pid": owner.pid}
+    try:
+        end.stop()
+    except DeviceUnavailableError:
+        pass
+    return said
 """
 
 
@@ -87,7 +107,6 @@ def test_a_dead_owner_ends_an_encoded_bridge_with_device_unavailable_naming_the_
         + textwrap.dedent(
             """
         from framebus import net
-        from framebus.errors import DeviceUnavailableError
         name, port = sys.argv[1], sys.argv[2]
         shape = "(48, 64, 3)"
         results = {}
@@ -103,19 +122,10 @@ def test_a_dead_owner_ends_an_encoded_bridge_with_device_unavailable_naming_the_
                 while not any(x["download"] for x in _native.stream_stats(name)["readers"]):
                     assert bridge.poll() is None and time.monotonic() < deadline, bridge.communicate()
                     time.sleep(0.02)
-            owner.send_signal(signal.SIGKILL); owner.wait(); owner.stdout.close()
             if how == "api":
-                try:
-                    pub.join(60)
-                    raised = None
-                except DeviceUnavailableError as e:
-                    raised = str(e)
-                results["api"] = {"raised": raised, "stats": pub.stats.error, "running": pub.running, "pid": owner.pid}
-                try:
-                    pub.stop()
-                except DeviceUnavailableError:
-                    pass
+                results["api"] = ended_by_dead_owner(pub, owner)
             else:
+                owner.send_signal(signal.SIGKILL); owner.wait(); owner.stdout.close()
                 out, err = bridge.communicate(timeout=60)
                 results["cli"] = {"rc": bridge.returncode, "err": err, "pid": owner.pid}
             os.unlink("/dev/shm/framebus." + name)
@@ -215,24 +225,13 @@ def test_a_dead_owner_ends_a_ros2_publisher_with_device_unavailable_naming_the_p
         + textwrap.dedent(
             """
             from framebus import ros2
-            from framebus.errors import DeviceUnavailableError
             name, port = sys.argv[1], sys.argv[2]
             owner = subprocess.Popen([sys.executable, "-c", owner_code, name, "(6, 8, 3)"], stdout=subprocess.PIPE, text=True)
             assert owner.stdout.readline().strip() == "ready"
             pub = ros2.publish(name, "/gpu/dead", listen=["tcp/127.0.0.1:" + port], scouting=False)
-            owner.send_signal(signal.SIGKILL); owner.wait(); owner.stdout.close()
-            try:
-                pub.join(60)
-                raised = None
-            except DeviceUnavailableError as e:
-                raised = str(e)
-            stats, running = pub.stats.error, pub.running
-            try:
-                pub.stop()
-            except DeviceUnavailableError:
-                pass
+            said = ended_by_dead_owner(pub, owner)
             os.unlink("/dev/shm/framebus." + name)
-            print(json.dumps({"raised": raised, "stats": stats, "running": running, "pid": owner.pid}))
+            print(json.dumps(said))
             """
         ),
         name,
