@@ -70,11 +70,13 @@ def _ino(name: str) -> int:
     return os.stat(f"/dev/shm/framebus.{name}").st_ino
 
 
-@pytest.mark.parametrize("encode", [None, "h264"], ids=["raw", "h264"])
-def test_a_subscriber_killed_and_restarted_keeps_its_stream_for_its_readers(names, source, tmp_path, encode):
+@pytest.mark.parametrize("encode,recorded", [(None, ""), ("h264", ""), ("h264", ".h264")], ids=["raw", "h264", "h264-packets"])
+def test_a_subscriber_killed_and_restarted_keeps_its_stream_for_its_readers(names, source, tmp_path, encode, recorded):
     """``framebus bridge subscribe`` killed with SIGKILL and started again takes over the local
     stream it left (same segment), so a lossless reader and a running ``framebus record`` of it
-    go on getting frames; an encoded subscriber used to create a new segment and strand them."""
+    go on getting frames; an encoded subscriber used to create a new segment and strand them.
+    The same for a recording of an encoded subscriber's packet stream (``LOCAL.h264``, remuxed):
+    it goes on, and the file decodes."""
     writer = Writer(source, fps=30)
     pub = net.publish(source.name, "tcp://127.0.0.1:*", **(dict(encode=encode, bitrate="1M", gop=15) if encode else {}))
     local = names("local")
@@ -86,8 +88,9 @@ def test_a_subscriber_killed_and_restarted_keeps_its_stream_for_its_readers(name
             first = _ino(local)
             reader.read_new(timeout=BOUND)
             out = tmp_path / "rec.mp4"
-            rec = start("record", local, str(out), "--quiet")
-            wait_until(lambda: any(r.get("role") == "record" for r in framebus.stat(local).readers), "the recording to attach")
+            rec = start("record", local + recorded, str(out), "--wait", "30", "--quiet")
+            wait_until(lambda: any(r.get("role") == "record" for r in framebus.stat(local + recorded).readers), "the recording to attach")
+            recorded_first = _ino(local + recorded)
             sub.kill()  # SIGKILL: no BYE, nothing removed
             sub.communicate(timeout=BOUND)
             before = reader.write_sequence
@@ -96,12 +99,21 @@ def test_a_subscriber_killed_and_restarted_keeps_its_stream_for_its_readers(name
                 reader.read_new(timeout=BOUND)
             assert reader.write_sequence > before
             assert _ino(local) == first, "the restarted subscriber made a new segment"
+            assert _ino(local + recorded) == recorded_first, "the restarted subscriber made a new packet segment"
+            recorder = next(r for r in framebus.stat(local + recorded).readers if r.get("role") == "record")
+            reads = recorder["reads"]
+            wait_until(lambda: next(r for r in framebus.stat(local + recorded).readers if r.get("role") == "record")["reads"] > reads,
+                       "the recording to read after the restart")
         finally:
             reader.close()
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=BOUND)
         assert rec.returncode == 130, err
         assert "recorded" in err and out.stat().st_size > 0, err
+        import av
+
+        with av.open(str(out)) as c:
+            assert sum(1 for _ in c.decode(video=0)) > 0
     finally:
         for p in (sub, rec):
             if p is not None and p.poll() is None:
