@@ -216,3 +216,22 @@ def test_cpu_arrays_and_wrong_shapes_are_clear(name):
     s.write(torch.ones((4, 4)))  # a CPU tensor is uploaded (through NumPy)
     assert float(torch.from_dlpack(s.read()).sum()) == 16.0
     s.unlink()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("mode", ["latest", "lossless"])
+def test_a_forked_child_is_told_to_spawn_and_the_parent_downloads_on(name, mode):
+    """tests/test_gpu_download_fork.py's scenario through the real driver (a CUDA context does
+    not survive fork()): every frame read of the inherited host reader and device handle in the
+    child raises DeviceUnavailableError naming fork(), the parent's pid and what to do; the
+    parent reads on byte for byte."""
+    from test_gpu_download import PRELUDE
+    from test_gpu_download_fork import SCENARIO
+
+    r = child(PRELUDE + SCENARIO, name, mode, "keep")
+    assert r["first"] is True
+    assert len(r["child"]) == 8
+    for what, err in r["child"].items():
+        assert "fork()" in err and "spawn" in err and f"pid {r['parent']}" in err, (what, err)
+    assert r["got"] == [[k + 1, True] for k in range(1, 8)]
+    assert r["status"] == 0
